@@ -1,0 +1,68 @@
+//! Command-line flags and the settings derived from them.
+
+use std::path::PathBuf;
+
+use clap::{Parser, ValueEnum};
+use orch_protocol::paths;
+
+/// The store backends this build knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StorageType {
+    /// An embedded redb database file in the data directory (the default).
+    Redb,
+}
+
+/// provisioning-orchestrator: the durable task queue and runner behind the `orch`
+/// Nushell commands.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "provisioning-orchestrator", version, about, long_about = None)]
+pub struct Cli {
+    /// Directory for the database, task logs and the daemon's own log. Created (mode 0700)
+    /// if missing. Default: $XDG_DATA_HOME/provisioning-orchestrator, else
+    /// ~/.local/share/provisioning-orchestrator.
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+
+    /// Unix socket to listen on (created mode 0600). Default:
+    /// $PROVISIONING_ORCHESTRATOR_SOCKET, else $XDG_RUNTIME_DIR/provisioning-orchestrator.sock,
+    /// else /tmp/provisioning-orchestrator-<uid>.sock.
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+
+    /// Where state is kept. Only the embedded `redb` store exists in this version.
+    #[arg(long, value_enum, default_value_t = StorageType::Redb)]
+    pub storage_type: StorageType,
+
+    /// How many tasks may run at the same time.
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub parallel: u32,
+
+    /// The `nu` binary used for Nushell tasks.
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "ORCH_NU_BINARY",
+        default_value = "nu"
+    )]
+    pub nu_binary: PathBuf,
+
+    /// Log filter for the daemon's own log (tracing's EnvFilter syntax, e.g. `debug`).
+    #[arg(long, value_name = "FILTER", env = "ORCH_LOG", default_value = "info")]
+    pub log: String,
+}
+
+impl Cli {
+    /// The data directory, with the default applied.
+    pub fn data_dir(&self) -> PathBuf {
+        self.data_dir
+            .clone()
+            .unwrap_or_else(paths::default_data_dir)
+    }
+
+    /// The socket path, with the default applied.
+    pub fn socket(&self) -> PathBuf {
+        self.socket
+            .clone()
+            .unwrap_or_else(paths::default_socket_path)
+    }
+}

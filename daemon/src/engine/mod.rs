@@ -1,0 +1,405 @@
+//! The engine: one task that owns the queue and every task's in-memory state.
+//!
+//! Each change is made in memory, written to a [`WriteBatch`] and handed to the group
+//! committer; its effects (replies, process launches, retry timers, published events)
+//! run only once the batch is durable. Because batches commit in order, a launch that
+//! follows a success can never be acted on before that success is durable.
+
+mod backoff;
+mod queue;
+mod recovery;
+mod transitions;
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use orch_protocol::{
+    AttemptOutcome, ErrorReply, Event, EventKind, Progress, Task, TaskId, TaskSpec, TaskState,
+};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::events::EventBus;
+use crate::runner::{Launch, Runner};
+use crate::store::{GroupCommitter, Snapshot, StoreError, TaskWrite, WriteBatch};
+use queue::ReadyQueue;
+
+/// A reply channel for a request that changes tasks.
+pub type Reply<T> = oneshot::Sender<Result<T, ErrorReply>>;
+
+/// Messages to the engine task.
+pub enum Command {
+    /// Accept new tasks (all or none).
+    Submit {
+        /// The tasks.
+        specs: Vec<TaskSpec>,
+        /// Answered with the created tasks once they are durable.
+        reply: Reply<Vec<Task>>,
+    },
+    /// Cancel a task.
+    Cancel {
+        /// Which.
+        id: TaskId,
+        /// Answered once the cancellation is durable.
+        reply: Reply<Task>,
+    },
+    /// Queue a failed or cancelled task again.
+    Retry {
+        /// Which.
+        id: TaskId,
+        /// Answered once the task is queued durably.
+        reply: Reply<Task>,
+    },
+    /// A process ended (sent by the runner).
+    Exited {
+        /// Which task.
+        id: TaskId,
+        /// Which attempt.
+        attempt: u32,
+        /// How it ended.
+        outcome: AttemptOutcome,
+    },
+    /// A task printed a progress line (sent by the runner).
+    Progress {
+        /// Which task.
+        id: TaskId,
+        /// Which attempt.
+        attempt: u32,
+        /// What it reported.
+        progress: Progress,
+    },
+    /// A retry delay passed.
+    RetryDue {
+        /// Which task.
+        id: TaskId,
+    },
+    /// Stop starting tasks, stop the running ones, requeue them durably, then answer.
+    Shutdown {
+        /// Answered when nothing runs any more and everything is committed.
+        done: oneshot::Sender<()>,
+    },
+}
+
+/// A cheap handle for sending commands to the engine.
+#[derive(Clone)]
+pub struct EngineHandle {
+    sender: mpsc::UnboundedSender<Command>,
+}
+
+impl EngineHandle {
+    /// Sends a command and waits for the answer carried by its reply channel.
+    pub async fn request<T>(
+        &self,
+        make: impl FnOnce(Reply<T>) -> Command,
+    ) -> Result<T, ErrorReply> {
+        let (tx, rx) = oneshot::channel();
+        self.sender.send(make(tx)).map_err(|_| stopping())?;
+        rx.await.map_err(|_| stopping())?
+    }
+
+    /// Asks the engine to stop and waits until it has.
+    pub async fn shutdown(&self) {
+        let (done, rx) = oneshot::channel();
+        if self.sender.send(Command::Shutdown { done }).is_ok() {
+            let _ = rx.await;
+        }
+    }
+}
+
+fn stopping() -> ErrorReply {
+    ErrorReply::new(
+        orch_protocol::ErrorKind::Unavailable,
+        "the daemon is shutting down",
+    )
+}
+
+/// Why a running attempt is being stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StopReason {
+    Cancel,
+    Shutdown,
+}
+
+/// A task whose attempt is running (or about to be launched).
+struct Running {
+    attempt: u32,
+    token: CancellationToken,
+    stop: Option<StopReason>,
+}
+
+/// Work to do once a batch is durable (or has failed).
+type AfterCommit = Box<dyn FnOnce(Result<(), &StoreError>) + Send>;
+
+/// Changes made in memory and not yet committed, with what to do once they are.
+#[derive(Default)]
+struct Pending {
+    batch: WriteBatch,
+    launches: Vec<Launch>,
+    timers: Vec<(TaskId, Duration)>,
+    after_commit: Vec<AfterCommit>,
+}
+
+/// The engine's state. Owned by one task; nothing else touches it.
+pub struct Engine {
+    tasks: HashMap<TaskId, Task>,
+    ready: ReadyQueue,
+    dependants: HashMap<TaskId, Vec<TaskId>>,
+    running: HashMap<TaskId, Running>,
+    cancel_waiters: HashMap<TaskId, Vec<Reply<Task>>>,
+    parallel_limit: usize,
+    next_id: TaskId,
+    next_seq: u64,
+    committer: GroupCommitter,
+    bus: EventBus,
+    runner: Runner,
+    mailbox: mpsc::UnboundedSender<Command>,
+    fatal: CancellationToken,
+    shutdown_waiter: Option<oneshot::Sender<()>>,
+    pending: Pending,
+}
+
+/// What the engine needs from the rest of the daemon.
+pub struct EngineParts {
+    /// The store's group committer.
+    pub committer: GroupCommitter,
+    /// Where committed events go.
+    pub bus: EventBus,
+    /// Starts processes.
+    pub runner: Runner,
+    /// How many tasks may run at once.
+    pub parallel_limit: usize,
+    /// Cancelled when the engine cannot go on (the store failed): the daemon stops.
+    pub fatal: CancellationToken,
+}
+
+impl Engine {
+    /// Rebuilds the engine from the store's snapshot, commits the recovery of interrupted
+    /// attempts, and starts the engine task. Returns the handle and the task's join handle.
+    pub async fn start(
+        snapshot: Snapshot,
+        parts: EngineParts,
+    ) -> Result<(EngineHandle, tokio::task::JoinHandle<()>), StoreError> {
+        let (sender, mut inbox) = mpsc::unbounded_channel();
+        let mut engine = Engine {
+            tasks: HashMap::new(),
+            ready: ReadyQueue::default(),
+            dependants: HashMap::new(),
+            running: HashMap::new(),
+            cancel_waiters: HashMap::new(),
+            parallel_limit: parts.parallel_limit.max(1),
+            next_id: 1,
+            next_seq: snapshot.last_event_seq + 1,
+            committer: parts.committer,
+            bus: parts.bus,
+            runner: parts.runner.with_mailbox(sender.clone()),
+            mailbox: sender.clone(),
+            fatal: parts.fatal,
+            shutdown_waiter: None,
+            pending: Pending::default(),
+        };
+        engine.recover(snapshot);
+        let batch = std::mem::take(&mut engine.pending);
+        engine.committer.commit(batch.batch).await?;
+        engine.schedule_timers(batch.timers);
+        let join = tokio::spawn(async move {
+            engine.dispatch();
+            engine.flush();
+            while let Some(command) = inbox.recv().await {
+                engine.handle(command);
+                // Take everything already waiting before committing, so that one
+                // transaction covers as many changes as possible.
+                while let Ok(command) = inbox.try_recv() {
+                    engine.handle(command);
+                }
+                engine.dispatch();
+                engine.flush();
+                if engine.finished_shutdown() {
+                    break;
+                }
+            }
+        });
+        Ok((EngineHandle { sender }, join))
+    }
+
+    fn handle(&mut self, command: Command) {
+        match command {
+            Command::Submit { specs, reply } => self.submit(specs, reply),
+            Command::Cancel { id, reply } => self.cancel(id, reply),
+            Command::Retry { id, reply } => self.retry(id, reply),
+            Command::Exited {
+                id,
+                attempt,
+                outcome,
+            } => self.exited(id, attempt, outcome),
+            Command::Progress {
+                id,
+                attempt,
+                progress,
+            } => self.progress(id, attempt, progress),
+            Command::RetryDue { id } => self.retry_due(id),
+            Command::Shutdown { done } => self.begin_shutdown(done),
+        }
+    }
+
+    /// Records a state change of `id`: in memory, in the pending batch, and as an event.
+    fn transition(&mut self, id: TaskId, state: TaskState, kind: EventKind) {
+        let task = self.tasks.get_mut(&id).expect("transition of a known task");
+        let previous = Some(task.state.status());
+        task.state = state;
+        let write = TaskWrite {
+            task: task.clone(),
+            previous,
+        };
+        self.pending.batch.tasks.push(write);
+        self.log_event(id, kind);
+    }
+
+    fn log_event(&mut self, task: TaskId, kind: EventKind) {
+        let event = Event {
+            seq: self.next_seq,
+            at: Utc::now(),
+            task,
+            kind,
+        };
+        self.next_seq += 1;
+        self.pending.batch.events.push(event);
+    }
+
+    /// Runs `then` once everything changed so far is durable.
+    fn after_commit(&mut self, then: impl FnOnce(Result<(), &StoreError>) + Send + 'static) {
+        self.pending.after_commit.push(Box::new(then));
+    }
+
+    /// Hands the pending changes to the committer, with their effects.
+    fn flush(&mut self) {
+        let pending = std::mem::take(&mut self.pending);
+        if pending.batch.is_empty() && pending.after_commit.is_empty() {
+            return;
+        }
+        let events = pending.batch.events.clone();
+        let bus = self.bus.clone();
+        let runner = self.runner.clone();
+        let mailbox = self.mailbox.clone();
+        let fatal = self.fatal.clone();
+        let runtime = tokio::runtime::Handle::current();
+        self.committer.submit(pending.batch, move |result| {
+            if let Err(e) = &result {
+                tracing::error!(error = %e, "cannot commit state; stopping the daemon");
+                fatal.cancel();
+            } else {
+                bus.publish(events);
+                for launch in pending.launches {
+                    runner.launch(&runtime, launch);
+                }
+                for (id, delay) in pending.timers {
+                    schedule_retry(&runtime, mailbox.clone(), id, delay);
+                }
+            }
+            for then in pending.after_commit {
+                then(result.as_ref().map(|_| ()));
+            }
+        });
+    }
+
+    fn schedule_timers(&self, timers: Vec<(TaskId, Duration)>) {
+        let runtime = tokio::runtime::Handle::current();
+        for (id, delay) in timers {
+            schedule_retry(&runtime, self.mailbox.clone(), id, delay);
+        }
+    }
+
+    /// Starts queued tasks while slots are free.
+    fn dispatch(&mut self) {
+        while self.shutdown_waiter.is_none() && self.running.len() < self.parallel_limit {
+            let Some(id) = self.ready.pop() else { break };
+            let Some(task) = self.tasks.get_mut(&id) else {
+                continue;
+            };
+            if !matches!(task.state, TaskState::Queued { .. }) {
+                continue; // a stale entry: cancelled or already started
+            }
+            let attempt = task.attempts.len() as u32 + 1;
+            let started_at = Utc::now();
+            task.attempts.push(orch_protocol::Attempt {
+                number: attempt,
+                started_at,
+                finished_at: None,
+                outcome: None,
+            });
+            task.progress = None;
+            let spec = task.spec.clone();
+            self.transition(
+                id,
+                TaskState::Running {
+                    attempt,
+                    started_at,
+                },
+                EventKind::Started { attempt },
+            );
+            let token = CancellationToken::new();
+            self.running.insert(
+                id,
+                Running {
+                    attempt,
+                    token: token.clone(),
+                    stop: None,
+                },
+            );
+            self.pending.launches.push(Launch {
+                id,
+                attempt,
+                spec,
+                token,
+            });
+        }
+    }
+
+    fn finished_shutdown(&mut self) -> bool {
+        if self.shutdown_waiter.is_none() || !self.running.is_empty() {
+            return false;
+        }
+        let done = self.shutdown_waiter.take().expect("checked above");
+        self.after_commit(move |_| {
+            let _ = done.send(());
+        });
+        self.flush();
+        true
+    }
+
+    fn begin_shutdown(&mut self, done: oneshot::Sender<()>) {
+        self.shutdown_waiter = Some(done);
+        for running in self.running.values_mut() {
+            running.stop = Some(StopReason::Shutdown);
+            running.token.cancel();
+        }
+    }
+}
+
+fn schedule_retry(
+    runtime: &tokio::runtime::Handle,
+    mailbox: mpsc::UnboundedSender<Command>,
+    id: TaskId,
+    delay: Duration,
+) {
+    runtime.spawn(async move {
+        tokio::time::sleep(delay).await;
+        let _ = mailbox.send(Command::RetryDue { id });
+    });
+}
+
+/// The time `delay` from now.
+fn after(delay: Duration) -> DateTime<Utc> {
+    Utc::now() + chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::MAX)
+}
+
+/// Ids that are both in `ids` and not yet settled, keeping order.
+fn unique(ids: &[TaskId]) -> Vec<TaskId> {
+    let mut seen = HashSet::new();
+    ids.iter().copied().filter(|id| seen.insert(*id)).collect()
+}
+
+/// Shared by the engine's modules: a task reference for replies.
+fn snapshot_of(tasks: &HashMap<TaskId, Task>, id: TaskId) -> Task {
+    tasks[&id].clone()
+}

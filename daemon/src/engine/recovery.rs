@@ -1,0 +1,43 @@
+//! Rebuilding the engine after a restart.
+//!
+//! Queued tasks go back in the queue, blocked ones wait on their dependencies again,
+//! retry timers are re-armed, and an attempt that was running when the daemon died is
+//! recorded as interrupted and follows the task's retry policy. Succeeded tasks are left
+//! alone, so they never run again.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use orch_protocol::{AttemptOutcome, TaskState};
+
+use super::Engine;
+use crate::store::Snapshot;
+
+impl Engine {
+    pub(super) fn recover(&mut self, snapshot: Snapshot) {
+        self.next_id = snapshot.tasks.iter().map(|t| t.id).max().unwrap_or(0) + 1;
+        let mut interrupted = Vec::new();
+        for task in snapshot.tasks {
+            match &task.state {
+                TaskState::Running { attempt, .. } => interrupted.push((task.id, *attempt)),
+                TaskState::RetryWaiting { retry_at, .. } => {
+                    let delay = (*retry_at - Utc::now()).to_std().unwrap_or(Duration::ZERO);
+                    self.pending.timers.push((task.id, delay));
+                }
+                TaskState::Blocked { .. } => self.enter(&task),
+                _ => {}
+            }
+            self.tasks.insert(task.id, task);
+        }
+        for id in snapshot.queue {
+            if let Some(task) = self.tasks.get(&id) {
+                self.ready.push(task.spec.priority, id);
+            }
+        }
+        for (id, attempt) in interrupted {
+            tracing::warn!(task = id, attempt, "attempt interrupted by a daemon stop");
+            self.finish_attempt(id, AttemptOutcome::Interrupted);
+            self.settle_attempt(id, attempt, AttemptOutcome::Interrupted);
+        }
+    }
+}

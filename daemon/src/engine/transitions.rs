@@ -1,0 +1,440 @@
+//! How each command changes tasks.
+
+use chrono::Utc;
+use orch_protocol::{
+    AttemptOutcome, ErrorKind, ErrorReply, EventKind, Progress, Task, TaskId, TaskKind, TaskSpec,
+    TaskState, TaskStatus,
+};
+
+use super::backoff::retry_delay;
+use super::{Engine, Reply, StopReason, after, snapshot_of, unique};
+use crate::store::TaskWrite;
+
+/// Checks a spec on its own (dependencies are checked by the engine).
+fn validate(spec: &TaskSpec, index: usize) -> Result<(), ErrorReply> {
+    let bad = |field: &str, message: String| {
+        Err(ErrorReply::field(
+            ErrorKind::BadRequest,
+            field,
+            format!("task #{index}: {message}"),
+        ))
+    };
+    match &spec.kind {
+        TaskKind::Command { program, .. } if program.trim().is_empty() => {
+            bad("command", "the program is empty".into())
+        }
+        TaskKind::Nu { code } if code.trim().is_empty() => {
+            bad("nu", "the Nushell snippet is empty".into())
+        }
+        TaskKind::NuFile { path } if path.as_os_str().is_empty() => {
+            bad("nu", "the script path is empty".into())
+        }
+        _ if spec.timeout_ms == Some(0) => bad("timeout", "the timeout must be positive".into()),
+        _ if spec.backoff.initial_ms > spec.backoff.max_ms => bad(
+            "backoff",
+            format!(
+                "the initial backoff ({} ms) exceeds the maximum ({} ms)",
+                spec.backoff.initial_ms, spec.backoff.max_ms
+            ),
+        ),
+        _ if spec.label.as_deref().is_some_and(|l| l.trim().is_empty()) => {
+            bad("label", "the label is empty".into())
+        }
+        _ => Ok(()),
+    }
+}
+
+impl Engine {
+    pub(super) fn submit(&mut self, specs: Vec<TaskSpec>, reply: Reply<Vec<Task>>) {
+        if let Err(e) = self.validate_submission(&specs) {
+            let _ = reply.send(Err(e));
+            return;
+        }
+        let mut ids = Vec::with_capacity(specs.len());
+        for spec in specs {
+            ids.push(self.create_task(spec));
+        }
+        let created: Vec<Task> = ids.iter().map(|id| snapshot_of(&self.tasks, *id)).collect();
+        self.after_commit(move |result| {
+            let _ = reply.send(match result {
+                Ok(()) => Ok(created),
+                Err(e) => Err(ErrorReply::new(ErrorKind::Internal, e.to_string())),
+            });
+        });
+    }
+
+    fn validate_submission(&self, specs: &[TaskSpec]) -> Result<(), ErrorReply> {
+        if specs.is_empty() {
+            return Err(ErrorReply::field(
+                ErrorKind::BadRequest,
+                "tasks",
+                "no tasks to submit",
+            ));
+        }
+        for (index, spec) in specs.iter().enumerate() {
+            validate(spec, index)?;
+            if let Some(missing) = spec.after.iter().find(|d| !self.tasks.contains_key(d)) {
+                return Err(ErrorReply::field(
+                    ErrorKind::BadRequest,
+                    "after",
+                    format!("task #{index} depends on task {missing}, which does not exist"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds one validated task in its first state.
+    fn create_task(&mut self, mut spec: TaskSpec) -> TaskId {
+        let id = self.next_id;
+        self.next_id += 1;
+        spec.after = unique(&spec.after);
+        let state = self.initial_state(&spec.after);
+        let status = state.status();
+        let task = Task {
+            id,
+            spec,
+            state,
+            submitted_at: Utc::now(),
+            attempts: Vec::new(),
+            attempts_before_retry: 0,
+            progress: None,
+        };
+        self.enter(&task);
+        self.pending.batch.tasks.push(TaskWrite {
+            task: task.clone(),
+            previous: None,
+        });
+        self.tasks.insert(id, task);
+        self.log_event(id, EventKind::Submitted { status });
+        id
+    }
+
+    /// The state a task with these dependencies starts in (or returns to on retry).
+    fn initial_state(&self, after: &[TaskId]) -> TaskState {
+        let mut waiting_on = Vec::new();
+        for dep in after {
+            match self.tasks[dep].state.status() {
+                TaskStatus::Succeeded => {}
+                s if s.is_final() => {
+                    return TaskState::DependencyFailed {
+                        at: Utc::now(),
+                        dependency: *dep,
+                    };
+                }
+                _ => waiting_on.push(*dep),
+            }
+        }
+        if waiting_on.is_empty() {
+            TaskState::Queued { since: Utc::now() }
+        } else {
+            TaskState::Blocked { waiting_on }
+        }
+    }
+
+    /// Registers a task that has just entered its state with the queue or the
+    /// dependency map.
+    pub(super) fn enter(&mut self, task: &Task) {
+        match &task.state {
+            TaskState::Queued { .. } => self.ready.push(task.spec.priority, task.id),
+            TaskState::Blocked { waiting_on } => {
+                for dep in waiting_on {
+                    self.dependants.entry(*dep).or_default().push(task.id);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    pub(super) fn cancel(&mut self, id: TaskId, reply: Reply<Task>) {
+        let Some(task) = self.tasks.get(&id) else {
+            let _ = reply.send(Err(not_found(id)));
+            return;
+        };
+        let status = task.state.status();
+        if status.is_final() {
+            let _ = reply.send(Err(ErrorReply::field(
+                ErrorKind::Conflict,
+                "id",
+                format!(
+                    "task {id} is already {}; there is nothing to cancel",
+                    status.as_str()
+                ),
+            )));
+            return;
+        }
+        if let Some(running) = self.running.get_mut(&id) {
+            running.stop.get_or_insert(StopReason::Cancel);
+            running.token.cancel();
+            self.cancel_waiters.entry(id).or_default().push(reply);
+            return;
+        }
+        self.transition(
+            id,
+            TaskState::Cancelled { at: Utc::now() },
+            EventKind::Cancelled,
+        );
+        self.fail_dependants(id);
+        let task = snapshot_of(&self.tasks, id);
+        self.after_commit(move |result| {
+            let _ = reply.send(result.map(|()| task).map_err(internal));
+        });
+    }
+
+    pub(super) fn retry(&mut self, id: TaskId, reply: Reply<Task>) {
+        let Some(task) = self.tasks.get(&id) else {
+            let _ = reply.send(Err(not_found(id)));
+            return;
+        };
+        let status = task.state.status();
+        if !status.is_final() || status == TaskStatus::Succeeded {
+            let _ = reply.send(Err(ErrorReply::field(
+                ErrorKind::Conflict,
+                "id",
+                format!(
+                    "task {id} is {}; only failed, cancelled or dependency_failed tasks can be retried",
+                    status.as_str()
+                ),
+            )));
+            return;
+        }
+        let state = self.initial_state(&task.spec.after);
+        if let TaskState::DependencyFailed { dependency, .. } = state {
+            let _ = reply.send(Err(ErrorReply::field(
+                ErrorKind::Conflict,
+                "id",
+                format!("task {id} depends on task {dependency}, which did not succeed: retry that one first"),
+            )));
+            return;
+        }
+        self.requeue(id, state);
+        self.revive_dependants(id);
+        let task = snapshot_of(&self.tasks, id);
+        self.after_commit(move |result| {
+            let _ = reply.send(result.map(|()| task).map_err(internal));
+        });
+    }
+
+    /// Puts a finished task back in `state` with a fresh retry budget.
+    fn requeue(&mut self, id: TaskId, state: TaskState) {
+        let task = self.tasks.get_mut(&id).expect("known task");
+        task.attempts_before_retry = task.attempts.len() as u32;
+        self.transition(id, state, EventKind::Retried);
+        let task = snapshot_of(&self.tasks, id);
+        self.enter(&task);
+    }
+
+    /// Tasks that were failed because `root` failed go back to waiting for it.
+    fn revive_dependants(&mut self, root: TaskId) {
+        let revived: Vec<TaskId> = self
+            .tasks
+            .values()
+            .filter(|t| {
+                matches!(t.state, TaskState::DependencyFailed { dependency, .. } if dependency == root)
+            })
+            .map(|t| t.id)
+            .collect();
+        for id in revived {
+            let waiting_on: Vec<TaskId> = self.tasks[&id]
+                .spec
+                .after
+                .iter()
+                .copied()
+                .filter(|d| self.tasks[d].state.status() != TaskStatus::Succeeded)
+                .collect();
+            let state = if waiting_on.is_empty() {
+                TaskState::Queued { since: Utc::now() }
+            } else {
+                TaskState::Blocked { waiting_on }
+            };
+            self.requeue(id, state);
+        }
+    }
+
+    pub(super) fn exited(&mut self, id: TaskId, attempt: u32, outcome: AttemptOutcome) {
+        let Some(running) = self.running.remove(&id) else {
+            return;
+        };
+        debug_assert_eq!(running.attempt, attempt);
+        let outcome = match running.stop {
+            Some(StopReason::Cancel) if !outcome.is_success() => AttemptOutcome::Cancelled,
+            Some(StopReason::Shutdown) if !outcome.is_success() => AttemptOutcome::Interrupted,
+            _ => outcome,
+        };
+        self.finish_attempt(id, outcome.clone());
+        if running.stop == Some(StopReason::Shutdown) && !outcome.is_success() {
+            // A graceful stop is not the task's fault: requeue without using a retry.
+            let task = self.tasks.get_mut(&id).expect("known task");
+            task.attempts_before_retry += 1;
+            self.transition(
+                id,
+                TaskState::Queued { since: Utc::now() },
+                EventKind::Queued,
+            );
+        } else {
+            self.settle_attempt(id, attempt, outcome);
+        }
+        let waiters = self.cancel_waiters.remove(&id).unwrap_or_default();
+        if !waiters.is_empty() {
+            let task = snapshot_of(&self.tasks, id);
+            self.after_commit(move |result| {
+                for reply in waiters {
+                    let answer = result.map(|()| task.clone()).map_err(internal);
+                    let _ = reply.send(answer);
+                }
+            });
+        }
+    }
+
+    /// Records the outcome on the task's last attempt.
+    pub(super) fn finish_attempt(&mut self, id: TaskId, outcome: AttemptOutcome) {
+        let task = self.tasks.get_mut(&id).expect("known task");
+        if let Some(last) = task.attempts.last_mut() {
+            last.finished_at = Some(Utc::now());
+            last.outcome = Some(outcome);
+        }
+    }
+
+    /// Moves a task whose attempt ended to its next state: succeeded, retry, or failed.
+    pub(super) fn settle_attempt(&mut self, id: TaskId, attempt: u32, outcome: AttemptOutcome) {
+        let now = Utc::now();
+        if outcome.is_success() {
+            self.transition(
+                id,
+                TaskState::Succeeded { finished_at: now },
+                EventKind::Succeeded { attempt },
+            );
+            self.release_dependants(id);
+            return;
+        }
+        if outcome == AttemptOutcome::Cancelled {
+            self.transition(id, TaskState::Cancelled { at: now }, EventKind::Cancelled);
+            self.fail_dependants(id);
+            return;
+        }
+        let task = &self.tasks[&id];
+        if task.attempts_in_round() < task.max_attempts() {
+            let next_attempt = attempt + 1;
+            let delay = retry_delay(&task.spec.backoff, task.attempts_in_round() + 1);
+            let retry_at = after(delay);
+            self.transition(
+                id,
+                TaskState::RetryWaiting {
+                    next_attempt,
+                    retry_at,
+                },
+                EventKind::AttemptFailed {
+                    attempt,
+                    outcome,
+                    retry_at,
+                },
+            );
+            self.pending.timers.push((id, delay));
+        } else {
+            self.transition(
+                id,
+                TaskState::Failed {
+                    finished_at: now,
+                    reason: outcome.clone(),
+                },
+                EventKind::Failed { outcome },
+            );
+            self.fail_dependants(id);
+        }
+    }
+
+    /// After `id` succeeded: dependants waiting only on it become ready.
+    fn release_dependants(&mut self, id: TaskId) {
+        for dependant in self.dependants.remove(&id).unwrap_or_default() {
+            let Some(TaskState::Blocked { waiting_on }) =
+                self.tasks.get(&dependant).map(|t| t.state.clone())
+            else {
+                continue;
+            };
+            let rest: Vec<TaskId> = waiting_on.into_iter().filter(|d| *d != id).collect();
+            if rest.is_empty() {
+                self.transition(
+                    dependant,
+                    TaskState::Queued { since: Utc::now() },
+                    EventKind::Queued,
+                );
+                let priority = self.tasks[&dependant].spec.priority;
+                self.ready.push(priority, dependant);
+            } else {
+                let task = self.tasks.get_mut(&dependant).expect("known task");
+                task.state = TaskState::Blocked { waiting_on: rest };
+                let write = TaskWrite {
+                    task: task.clone(),
+                    previous: Some(TaskStatus::Blocked),
+                };
+                self.pending.batch.tasks.push(write);
+            }
+        }
+    }
+
+    /// After `root` failed for good: everything that waits on it, directly or not, fails
+    /// with `dependency_failed` naming `root`.
+    fn fail_dependants(&mut self, root: TaskId) {
+        let mut stack = vec![root];
+        while let Some(id) = stack.pop() {
+            for dependant in self.dependants.remove(&id).unwrap_or_default() {
+                let blocked = self
+                    .tasks
+                    .get(&dependant)
+                    .is_some_and(|t| matches!(t.state, TaskState::Blocked { .. }));
+                if !blocked {
+                    continue;
+                }
+                self.transition(
+                    dependant,
+                    TaskState::DependencyFailed {
+                        at: Utc::now(),
+                        dependency: root,
+                    },
+                    EventKind::DependencyFailed { dependency: root },
+                );
+                stack.push(dependant);
+            }
+        }
+    }
+
+    pub(super) fn progress(&mut self, id: TaskId, attempt: u32, progress: Progress) {
+        let Some(task) = self.tasks.get_mut(&id) else {
+            return;
+        };
+        if !matches!(task.state, TaskState::Running { attempt: a, .. } if a == attempt) {
+            return;
+        }
+        task.progress = Some(progress.clone());
+        let write = TaskWrite {
+            task: task.clone(),
+            previous: Some(TaskStatus::Running),
+        };
+        self.pending.batch.tasks.push(write);
+        self.log_event(id, EventKind::Progress { progress });
+    }
+
+    pub(super) fn retry_due(&mut self, id: TaskId) {
+        let Some(task) = self.tasks.get(&id) else {
+            return;
+        };
+        if !matches!(task.state, TaskState::RetryWaiting { .. }) {
+            return;
+        }
+        let priority = task.spec.priority;
+        self.transition(
+            id,
+            TaskState::Queued { since: Utc::now() },
+            EventKind::Queued,
+        );
+        self.ready.push(priority, id);
+    }
+}
+
+fn not_found(id: TaskId) -> ErrorReply {
+    ErrorReply::field(ErrorKind::NotFound, "id", format!("there is no task {id}"))
+}
+
+fn internal(e: &crate::store::StoreError) -> ErrorReply {
+    ErrorReply::new(ErrorKind::Internal, e.to_string())
+}

@@ -1,0 +1,114 @@
+//! The provisioning orchestrator daemon.
+//!
+//! Layout:
+//! - [`config`]: command-line flags.
+//! - [`socket`]: binding the owner-only Unix socket, with stale-socket detection.
+//! - [`server`]: the accept loop, the handshake, and one handler per request kind
+//!   (`server/handlers/`).
+//! - [`engine`]: the priority queue, parallel limit, retries with backoff, timeouts,
+//!   cancel, dependencies and crash recovery; one task owns all of it.
+//! - [`runner`]: runs one attempt of a task as a process group, with its log and progress.
+//! - [`store`]: the [`store::Store`] trait, its redb backend, and the group committer.
+//! - [`events`]: the one event bus that every watcher reads.
+//! - [`shutdown`] and [`logging`]: signals and the daemon's own log.
+//!
+//! The rule everything follows: a state change is committed to the store before it is
+//! acted on (a process started, a client answered, a dependant released).
+
+pub mod config;
+pub mod engine;
+pub mod events;
+pub mod logging;
+pub mod runner;
+pub mod server;
+pub mod shutdown;
+pub mod socket;
+pub mod store;
+
+use std::os::unix::fs::DirBuilderExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use tokio_util::sync::CancellationToken;
+
+use config::{Cli, StorageType};
+use engine::{Engine, EngineParts};
+use runner::{Runner, RunnerConfig};
+use store::{GroupCommitter, RedbStore, Store};
+
+/// Runs the daemon until it is told to stop.
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    let data_dir = cli.data_dir();
+    create_private_dir(&data_dir)?;
+    let data_dir = data_dir.canonicalize()?;
+    let logs_dir = data_dir.join("logs");
+    create_private_dir(&logs_dir)?;
+    let _log_guard = logging::init(&data_dir, &cli.log)?;
+    let socket_path = cli.socket();
+    let listener = socket::bind(&socket_path)?;
+    let store: Arc<dyn Store> = match cli.storage_type {
+        StorageType::Redb => Arc::new(RedbStore::open(&data_dir.join("orchestrator.redb"))?),
+    };
+    let snapshot = store.load()?;
+    tracing::info!(
+        tasks = snapshot.tasks.len(),
+        queued = snapshot.queue.len(),
+        "state loaded"
+    );
+    let (committer, writer) = GroupCommitter::start(store.clone());
+    let shutdown = CancellationToken::new();
+    shutdown::cancel_on_signals(shutdown.clone())?;
+    let bus = events::EventBus::default();
+    let runner = Runner::new(RunnerConfig {
+        nu_binary: cli.nu_binary.clone(),
+        logs_dir: logs_dir.clone(),
+        default_cwd: data_dir.clone(),
+    });
+    let parts = EngineParts {
+        committer,
+        bus: bus.clone(),
+        runner,
+        parallel_limit: cli.parallel as usize,
+        fatal: shutdown.clone(),
+    };
+    let (engine, engine_task) = Engine::start(snapshot, parts)
+        .await
+        .context("recovering interrupted tasks")?;
+    let ctx = Arc::new(server::Context {
+        store,
+        engine: engine.clone(),
+        bus,
+        data_dir: data_dir.clone(),
+        socket: socket_path.clone(),
+        logs_dir,
+        parallel_limit: cli.parallel as usize,
+        started_at: chrono::Utc::now(),
+        shutdown: shutdown.clone(),
+    });
+    tracing::info!(socket = %socket_path.display(), data_dir = %data_dir.display(), pid = std::process::id(), "listening");
+    server::serve(listener, ctx.clone()).await;
+    tracing::info!("stopping: running tasks are stopped and requeued");
+    engine.shutdown().await;
+    let _ = engine_task.await;
+    drop(ctx);
+    drop(engine);
+    let _ = std::fs::remove_file(&socket_path);
+    if let Ok(Ok(stats)) = tokio::task::spawn_blocking(move || writer.join()).await {
+        tracing::info!(
+            transactions = stats.transactions,
+            batches = stats.batches,
+            commit_ms = stats.commit_micros / 1000,
+            "store closed"
+        );
+    }
+    Ok(())
+}
+
+fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("cannot create {}", dir.display()))
+}

@@ -1,0 +1,53 @@
+//! One handler per request kind.
+
+mod cancel;
+mod get;
+mod health;
+mod list;
+mod logs;
+mod retry;
+mod shutdown;
+mod submit;
+mod wait;
+mod watch;
+
+use orch_protocol::{ErrorKind, ErrorReply, Request, Response};
+
+use super::{Connection, Context};
+use crate::store::StoreError;
+
+/// Runs the handler for `request`. An `Err` means the connection is gone.
+pub async fn dispatch(
+    ctx: &Context,
+    conn: &mut Connection,
+    request: Request,
+) -> std::io::Result<()> {
+    match request {
+        Request::Health => reply(conn, health::handle(ctx)).await,
+        Request::Submit { tasks } => reply(conn, submit::handle(ctx, tasks).await).await,
+        Request::List { filter } => reply(conn, list::handle(ctx, &filter)).await,
+        Request::Get { id } => reply(conn, get::handle(ctx, id)).await,
+        Request::Wait { ids } => wait::handle(ctx, conn, ids).await,
+        Request::Cancel { id } => reply(conn, cancel::handle(ctx, id).await).await,
+        Request::Retry { id } => reply(conn, retry::handle(ctx, id).await).await,
+        Request::Watch { since, task } => watch::handle(ctx, conn, since, task).await,
+        Request::Logs { id, follow } => logs::handle(ctx, conn, id, follow).await,
+        Request::Shutdown => shutdown::handle(ctx, conn).await,
+    }
+}
+
+/// Sends a handler's single answer.
+async fn reply(conn: &mut Connection, result: Result<Response, ErrorReply>) -> std::io::Result<()> {
+    let response = result.unwrap_or_else(Response::Error);
+    conn.send(&response).await
+}
+
+/// A store failure as an error answer.
+fn store_error(e: StoreError) -> ErrorReply {
+    ErrorReply::new(ErrorKind::Internal, e.to_string())
+}
+
+/// The error for an unknown task id.
+fn no_such_task(id: u64) -> ErrorReply {
+    ErrorReply::field(ErrorKind::NotFound, "id", format!("there is no task {id}"))
+}

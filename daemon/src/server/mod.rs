@@ -1,0 +1,134 @@
+//! The socket server: accepts connections, checks the peer and the handshake, and hands
+//! each request to its handler (one file per request kind in [`handlers`]).
+
+pub mod connection;
+pub mod handlers;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use orch_protocol::{ErrorKind, ErrorReply, Hello, PROTOCOL_VERSION, Request, Response, Welcome};
+use tokio::net::{UnixListener, UnixStream};
+use tokio_util::sync::CancellationToken;
+
+use crate::engine::EngineHandle;
+use crate::events::EventBus;
+use crate::store::Store;
+pub use connection::Connection;
+
+/// What every handler may use.
+pub struct Context {
+    /// Committed state, for reads.
+    pub store: Arc<dyn Store>,
+    /// The engine, for changes.
+    pub engine: EngineHandle,
+    /// Committed events.
+    pub bus: EventBus,
+    /// The data directory.
+    pub data_dir: PathBuf,
+    /// The socket path.
+    pub socket: PathBuf,
+    /// Where task logs are.
+    pub logs_dir: PathBuf,
+    /// How many tasks may run at once.
+    pub parallel_limit: usize,
+    /// When the daemon started.
+    pub started_at: DateTime<Utc>,
+    /// Cancelled to stop the daemon.
+    pub shutdown: CancellationToken,
+}
+
+/// Accepts connections until `ctx.shutdown` is cancelled.
+pub async fn serve(listener: UnixListener, ctx: Arc<Context>) {
+    loop {
+        tokio::select! {
+            () = ctx.shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let ctx = ctx.clone();
+                    tokio::spawn(async move { serve_connection(stream, ctx).await });
+                }
+                Err(e) => tracing::warn!(error = %e, "accept failed"),
+            },
+        }
+    }
+}
+
+async fn serve_connection(stream: UnixStream, ctx: Arc<Context>) {
+    let peer_uid = stream.peer_cred().map(|c| c.uid()).ok();
+    let mut conn = Connection::new(stream);
+    if peer_uid != Some(crate::socket::owner_uid()) {
+        let reply = ErrorReply::new(
+            ErrorKind::PermissionDenied,
+            format!(
+                "permission denied: uid {} is not the daemon's owner (uid {})",
+                peer_uid.map_or("unknown".into(), |u| u.to_string()),
+                crate::socket::owner_uid()
+            ),
+        );
+        let _ = conn.send(&Response::Error(reply)).await;
+        return;
+    }
+    if !handshake(&mut conn).await {
+        return;
+    }
+    while let Some(frame) = conn.recv().await {
+        let request = match frame {
+            Ok(bytes) => serde_json::from_slice::<Request>(&bytes),
+            Err(reply) => {
+                // The frame boundary is lost (oversized or broken frame): answer and close.
+                let _ = conn.send(&Response::Error(reply)).await;
+                return;
+            }
+        };
+        let result = match request {
+            Ok(request) => handlers::dispatch(&ctx, &mut conn, request).await,
+            Err(e) => {
+                let reply = ErrorReply::new(ErrorKind::BadRequest, format!("invalid request: {e}"));
+                conn.send(&Response::Error(reply)).await
+            }
+        };
+        if result.is_err() {
+            return;
+        }
+    }
+}
+
+/// Reads the client's [`Hello`] and answers; false when the connection must close.
+async fn handshake(conn: &mut Connection) -> bool {
+    let hello = match conn.recv().await {
+        Some(Ok(bytes)) => serde_json::from_slice::<Hello>(&bytes).map_err(|e| {
+            ErrorReply::new(
+                ErrorKind::BadRequest,
+                format!("expected a handshake ({{\"protocol\": N, \"client\": NAME}}): {e}"),
+            )
+        }),
+        Some(Err(reply)) => Err(reply),
+        None => return false,
+    };
+    let reply = match hello {
+        Ok(hello) if hello.protocol == PROTOCOL_VERSION => {
+            tracing::debug!(client = %hello.client, "client connected");
+            let welcome = Welcome {
+                protocol: PROTOCOL_VERSION,
+                daemon_version: env!("CARGO_PKG_VERSION").to_string(),
+                pid: std::process::id(),
+            };
+            return conn.send_json(&welcome).await.is_ok();
+        }
+        Ok(hello) => ErrorReply::new(
+            ErrorKind::VersionMismatch,
+            format!(
+                "protocol version mismatch: the client ({}) speaks protocol {}, this daemon (provisioning-orchestrator {}) speaks protocol {}; use matching versions of the plugin and the daemon",
+                hello.client,
+                hello.protocol,
+                env!("CARGO_PKG_VERSION"),
+                PROTOCOL_VERSION
+            ),
+        ),
+        Err(reply) => reply,
+    };
+    let _ = conn.send(&Response::Error(reply)).await;
+    false
+}

@@ -1,0 +1,58 @@
+//! Binding the Unix socket: owner-only, with stale-socket detection.
+
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use tokio::net::UnixListener;
+
+/// Why the socket could not be bound.
+#[derive(Debug, thiserror::Error)]
+pub enum SocketError {
+    /// Another daemon answers on the socket.
+    #[error(
+        "another provisioning-orchestrator is already running on {}; stop it first (`orch daemon stop`) or choose another --socket",
+        .0.display()
+    )]
+    InUse(PathBuf),
+    /// Something else failed.
+    #[error("cannot listen on {path}: {source}", path = .0.display(), source = .1)]
+    Io(PathBuf, io::Error),
+}
+
+/// Binds `path` with mode 0600. A socket file left by a dead daemon (nothing accepts on
+/// it) is removed first; a live one is an error.
+pub fn bind(path: &Path) -> Result<UnixListener, SocketError> {
+    let io_err = |e| SocketError::Io(path.to_path_buf(), e);
+    if path.exists() {
+        match std::os::unix::net::UnixStream::connect(path) {
+            Ok(_) => return Err(SocketError::InUse(path.to_path_buf())),
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                tracing::info!(socket = %path.display(), "removing a stale socket");
+                std::fs::remove_file(path).map_err(io_err)?;
+            }
+            Err(e) => return Err(io_err(e)),
+        }
+    }
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(io_err)?;
+    }
+    // Create it owner-only from the start: no window in which others could connect.
+    // SAFETY: umask(2) only swaps the process's file-mode mask.
+    let old_mask = unsafe { libc::umask(0o177) };
+    let bound = UnixListener::bind(path);
+    // SAFETY: as above, restoring the previous mask.
+    unsafe { libc::umask(old_mask) };
+    let listener = bound.map_err(|e| match e.kind() {
+        io::ErrorKind::AddrInUse => SocketError::InUse(path.to_path_buf()),
+        _ => io_err(e),
+    })?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io_err)?;
+    Ok(listener)
+}
+
+/// The effective uid of this process: the only peer allowed to connect.
+pub fn owner_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}

@@ -1,0 +1,108 @@
+//! Durable state: the [`Store`] trait and its backends.
+//!
+//! Every state change reaches the store as a [`WriteBatch`] (task records plus the events
+//! they emit) and is durable when [`Store::commit`] returns. [`committer::GroupCommitter`]
+//! batches concurrent changes into one transaction; callers act only after their batch is
+//! committed.
+
+pub mod committer;
+pub mod redb_store;
+
+use orch_protocol::{Event, Task, TaskFilter, TaskId, TaskStatus};
+
+pub use committer::GroupCommitter;
+pub use redb_store::RedbStore;
+
+/// Errors from a store backend.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// The database file is held by another process (another daemon on the same data dir).
+    #[error(
+        "the database {path} is already open in another process (is another daemon using this data dir?)"
+    )]
+    AlreadyOpen {
+        /// The database file.
+        path: String,
+    },
+    /// The backend failed.
+    #[error("store error: {0}")]
+    Backend(String),
+    /// A stored record could not be decoded.
+    #[error("corrupt record {what}: {error}")]
+    Corrupt {
+        /// Which record.
+        what: String,
+        /// The decoding error.
+        error: String,
+    },
+}
+
+/// One task record to write, with the status it had before (for the indexes).
+#[derive(Debug, Clone)]
+pub struct TaskWrite {
+    /// The record as it is now.
+    pub task: Task,
+    /// Its status before this change; `None` for a new task.
+    pub previous: Option<TaskStatus>,
+}
+
+/// A set of changes that become durable together.
+#[derive(Debug, Default)]
+pub struct WriteBatch {
+    /// Task records to insert or replace, in order.
+    pub tasks: Vec<TaskWrite>,
+    /// Events to append, in order.
+    pub events: Vec<Event>,
+}
+
+impl WriteBatch {
+    /// Appends another batch's changes after this one's.
+    pub fn append(&mut self, other: WriteBatch) {
+        self.tasks.extend(other.tasks);
+        self.events.extend(other.events);
+    }
+
+    /// True when there is nothing to write.
+    pub fn is_empty(&self) -> bool {
+        self.tasks.is_empty() && self.events.is_empty()
+    }
+}
+
+/// Everything the engine needs at start-up.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    /// Every task, by id.
+    pub tasks: Vec<Task>,
+    /// Ids of queued tasks in queue order (priority, then submission order).
+    pub queue: Vec<TaskId>,
+    /// The sequence number of the last logged event (0 when none).
+    pub last_event_seq: u64,
+}
+
+/// A durable home for tasks and events. Implementations must make a batch durable
+/// before `commit` returns, and reads must only see committed data.
+pub trait Store: Send + Sync + 'static {
+    /// A short name for the backend, such as `redb`.
+    fn backend_name(&self) -> &'static str;
+
+    /// Writes a batch atomically and durably.
+    fn commit(&self, batch: &WriteBatch) -> Result<(), StoreError>;
+
+    /// Reads everything needed to rebuild the engine.
+    fn load(&self) -> Result<Snapshot, StoreError>;
+
+    /// One task.
+    fn get(&self, id: TaskId) -> Result<Option<Task>, StoreError>;
+
+    /// Tasks matching `filter`, newest first.
+    fn list(&self, filter: &TaskFilter) -> Result<Vec<Task>, StoreError>;
+
+    /// Logged events with a sequence number above `after`, oldest first, at most `limit`.
+    fn events_after(&self, after: u64, limit: usize) -> Result<Vec<Event>, StoreError>;
+
+    /// The sequence number of the last logged event (0 when none).
+    fn last_event_seq(&self) -> Result<u64, StoreError>;
+
+    /// How many tasks are in each status.
+    fn count_by_status(&self) -> Result<Vec<(TaskStatus, u64)>, StoreError>;
+}

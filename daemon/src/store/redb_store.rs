@@ -1,0 +1,301 @@
+//! The embedded default backend: one redb file in the data directory.
+//!
+//! Tables:
+//! - `tasks`: task id → task record (JSON).
+//! - `tasks_by_status`: (status code, task id) → (), the status index.
+//! - `queue`: (−priority, task id) → (), queued tasks in the order they run.
+//! - `status_counts`: status code → number of tasks.
+//! - `events`: sequence number → event (JSON), the event log.
+
+use std::path::Path;
+
+use orch_protocol::{Event, Task, TaskFilter, TaskId, TaskStatus};
+use redb::{
+    Database, DatabaseError, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata,
+    TableDefinition, WriteTransaction,
+};
+
+use super::{Snapshot, Store, StoreError, WriteBatch};
+
+const TASKS: TableDefinition<u64, &[u8]> = TableDefinition::new("tasks");
+const BY_STATUS: TableDefinition<(u8, u64), ()> = TableDefinition::new("tasks_by_status");
+const QUEUE: TableDefinition<(i64, u64), ()> = TableDefinition::new("queue");
+const COUNTS: TableDefinition<u8, u64> = TableDefinition::new("status_counts");
+const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
+
+/// A [`Store`] in a redb database file.
+pub struct RedbStore {
+    db: Database,
+}
+
+fn backend(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend(e.to_string())
+}
+
+fn queue_key(task: &Task) -> (i64, u64) {
+    (-i64::from(task.spec.priority), task.id)
+}
+
+fn decode<T: serde::de::DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T, StoreError> {
+    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt {
+        what: what.to_string(),
+        error: e.to_string(),
+    })
+}
+
+impl RedbStore {
+    /// Opens (or creates) the database at `path` and makes sure every table exists.
+    pub fn open(path: &Path) -> Result<RedbStore, StoreError> {
+        let db = Database::create(path).map_err(|e| match e {
+            DatabaseError::DatabaseAlreadyOpen => StoreError::AlreadyOpen {
+                path: path.display().to_string(),
+            },
+            other => backend(format!("cannot open {}: {other}", path.display())),
+        })?;
+        let txn = db.begin_write().map_err(backend)?;
+        txn.open_table(TASKS).map_err(backend)?;
+        txn.open_table(BY_STATUS).map_err(backend)?;
+        txn.open_table(QUEUE).map_err(backend)?;
+        txn.open_table(COUNTS).map_err(backend)?;
+        txn.open_table(EVENTS).map_err(backend)?;
+        txn.commit().map_err(backend)?;
+        Ok(RedbStore { db })
+    }
+
+    fn apply(txn: &WriteTransaction, batch: &WriteBatch) -> Result<(), redb::Error> {
+        let mut tasks = txn.open_table(TASKS)?;
+        let mut by_status = txn.open_table(BY_STATUS)?;
+        let mut queue = txn.open_table(QUEUE)?;
+        let mut counts = txn.open_table(COUNTS)?;
+        let mut events = txn.open_table(EVENTS)?;
+        for write in &batch.tasks {
+            let task = &write.task;
+            let status = task.state.status();
+            let body = serde_json::to_vec(task).expect("task records always serialize");
+            tasks.insert(task.id, body.as_slice())?;
+            if write.previous == Some(status) {
+                continue;
+            }
+            if let Some(previous) = write.previous {
+                by_status.remove((previous.code(), task.id))?;
+                let n = counts.get(previous.code())?.map_or(0, |v| v.value());
+                counts.insert(previous.code(), n.saturating_sub(1))?;
+                if previous == TaskStatus::Queued {
+                    queue.remove(queue_key(task))?;
+                }
+            }
+            by_status.insert((status.code(), task.id), ())?;
+            let n = counts.get(status.code())?.map_or(0, |v| v.value());
+            counts.insert(status.code(), n + 1)?;
+            if status == TaskStatus::Queued {
+                queue.insert(queue_key(task), ())?;
+            }
+        }
+        for event in &batch.events {
+            let body = serde_json::to_vec(event).expect("events always serialize");
+            events.insert(event.seq, body.as_slice())?;
+        }
+        Ok(())
+    }
+}
+
+impl Store for RedbStore {
+    fn backend_name(&self) -> &'static str {
+        "redb"
+    }
+
+    fn commit(&self, batch: &WriteBatch) -> Result<(), StoreError> {
+        let mut txn = self.db.begin_write().map_err(backend)?;
+        txn.set_durability(Durability::Immediate).map_err(backend)?;
+        Self::apply(&txn, batch).map_err(backend)?;
+        txn.commit().map_err(backend)
+    }
+
+    fn load(&self) -> Result<Snapshot, StoreError> {
+        let txn = self.db.begin_read().map_err(backend)?;
+        let tasks_table = txn.open_table(TASKS).map_err(backend)?;
+        let mut tasks = Vec::with_capacity(tasks_table.len().map_err(backend)? as usize);
+        for entry in tasks_table.iter().map_err(backend)? {
+            let (id, body) = entry.map_err(backend)?;
+            tasks.push(decode::<Task>(
+                &format!("task {}", id.value()),
+                body.value(),
+            )?);
+        }
+        let queue_table = txn.open_table(QUEUE).map_err(backend)?;
+        let mut queue = Vec::new();
+        for entry in queue_table.iter().map_err(backend)? {
+            queue.push(entry.map_err(backend)?.0.value().1);
+        }
+        Ok(Snapshot {
+            tasks,
+            queue,
+            last_event_seq: self.last_event_seq()?,
+        })
+    }
+
+    fn get(&self, id: TaskId) -> Result<Option<Task>, StoreError> {
+        let txn = self.db.begin_read().map_err(backend)?;
+        let table = txn.open_table(TASKS).map_err(backend)?;
+        match table.get(id).map_err(backend)? {
+            Some(body) => Ok(Some(decode(&format!("task {id}"), body.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    fn list(&self, filter: &TaskFilter) -> Result<Vec<Task>, StoreError> {
+        let txn = self.db.begin_read().map_err(backend)?;
+        let tasks = txn.open_table(TASKS).map_err(backend)?;
+        let ids: Box<dyn Iterator<Item = Result<u64, StoreError>>> = if filter.status.is_empty() {
+            Box::new(
+                tasks
+                    .iter()
+                    .map_err(backend)?
+                    .rev()
+                    .map(|e| e.map(|(k, _)| k.value()).map_err(backend)),
+            )
+        } else {
+            let by_status = txn.open_table(BY_STATUS).map_err(backend)?;
+            let mut ids = Vec::new();
+            for status in &filter.status {
+                let range = (status.code(), 0)..=(status.code(), u64::MAX);
+                for entry in by_status.range(range).map_err(backend)? {
+                    ids.push(entry.map_err(backend)?.0.value().1);
+                }
+            }
+            ids.sort_unstable_by(|a, b| b.cmp(a));
+            Box::new(ids.into_iter().map(Ok))
+        };
+        let limit = filter.limit.unwrap_or(usize::MAX);
+        let mut out = Vec::new();
+        for id in ids {
+            if out.len() >= limit {
+                break;
+            }
+            let id = id?;
+            let Some(body) = tasks.get(id).map_err(backend)? else {
+                continue;
+            };
+            let task: Task = decode(&format!("task {id}"), body.value())?;
+            if filter.label.is_none() || task.spec.label == filter.label {
+                out.push(task);
+            }
+        }
+        Ok(out)
+    }
+
+    fn events_after(&self, after: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
+        let txn = self.db.begin_read().map_err(backend)?;
+        let table = txn.open_table(EVENTS).map_err(backend)?;
+        let mut out = Vec::new();
+        for entry in table.range(after.saturating_add(1)..).map_err(backend)? {
+            let (seq, body) = entry.map_err(backend)?;
+            out.push(decode(&format!("event {}", seq.value()), body.value())?);
+            if out.len() >= limit {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    fn last_event_seq(&self) -> Result<u64, StoreError> {
+        let txn = self.db.begin_read().map_err(backend)?;
+        let table = txn.open_table(EVENTS).map_err(backend)?;
+        Ok(table
+            .last()
+            .map_err(backend)?
+            .map_or(0, |(seq, _)| seq.value()))
+    }
+
+    fn count_by_status(&self) -> Result<Vec<(TaskStatus, u64)>, StoreError> {
+        let txn = self.db.begin_read().map_err(backend)?;
+        let table = txn.open_table(COUNTS).map_err(backend)?;
+        let mut out = Vec::new();
+        for status in TaskStatus::ALL {
+            let n = table
+                .get(status.code())
+                .map_err(backend)?
+                .map_or(0, |v| v.value());
+            out.push((status, n));
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::TaskWrite;
+    use chrono::Utc;
+    use orch_protocol::{TaskSpec, TaskState};
+
+    fn task(id: u64, priority: i32, state: TaskState) -> Task {
+        let mut spec = TaskSpec::command("true", vec![]);
+        spec.priority = priority;
+        Task {
+            id,
+            spec,
+            state,
+            submitted_at: Utc::now(),
+            attempts: vec![],
+            attempts_before_retry: 0,
+            progress: None,
+        }
+    }
+
+    fn queued() -> TaskState {
+        TaskState::Queued { since: Utc::now() }
+    }
+
+    #[test]
+    fn indexes_follow_state_changes_and_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.redb");
+        {
+            let store = RedbStore::open(&path).unwrap();
+            let mut batch = WriteBatch::default();
+            for (id, prio) in [(1, 0), (2, 5), (3, 0)] {
+                batch.tasks.push(TaskWrite {
+                    task: task(id, prio, queued()),
+                    previous: None,
+                });
+            }
+            store.commit(&batch).unwrap();
+            let running = TaskState::Running {
+                attempt: 1,
+                started_at: Utc::now(),
+            };
+            let batch = WriteBatch {
+                tasks: vec![TaskWrite {
+                    task: task(2, 5, running),
+                    previous: Some(TaskStatus::Queued),
+                }],
+                events: vec![],
+            };
+            store.commit(&batch).unwrap();
+        }
+        let store = RedbStore::open(&path).unwrap();
+        let snapshot = store.load().unwrap();
+        assert_eq!(snapshot.tasks.len(), 3);
+        assert_eq!(snapshot.queue, vec![1, 3]);
+        let counts: std::collections::HashMap<_, _> =
+            store.count_by_status().unwrap().into_iter().collect();
+        assert_eq!(counts[&TaskStatus::Queued], 2);
+        assert_eq!(counts[&TaskStatus::Running], 1);
+        let filter = TaskFilter {
+            status: vec![TaskStatus::Queued],
+            ..TaskFilter::default()
+        };
+        let ids: Vec<_> = store.list(&filter).unwrap().iter().map(|t| t.id).collect();
+        assert_eq!(ids, vec![3, 1]);
+    }
+
+    #[test]
+    fn a_second_open_of_the_same_file_is_refused_clearly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.redb");
+        let _first = RedbStore::open(&path).unwrap();
+        let err = RedbStore::open(&path).err().unwrap();
+        assert!(matches!(err, StoreError::AlreadyOpen { .. }), "{err}");
+    }
+}

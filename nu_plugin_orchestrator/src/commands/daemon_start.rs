@@ -1,0 +1,220 @@
+//! `orch daemon start`: start the daemon in the background and wait until it answers.
+
+use std::fs::File;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nu_plugin::{EngineInterface, EvaluatedCall, SimplePluginCommand};
+use nu_protocol::{Category, Example, LabeledError, Signature, Span, SyntaxShape, Type, Value};
+use orch_protocol::paths;
+
+use super::daemon_status::{is_running, status};
+use crate::OrchestratorPlugin;
+use crate::connection::socket_path;
+
+/// The daemon's binary name.
+const DAEMON_BINARY: &str = "provisioning-orchestrator";
+
+/// `orch daemon start`
+pub struct DaemonStart;
+
+impl SimplePluginCommand for DaemonStart {
+    type Plugin = OrchestratorPlugin;
+
+    fn name(&self) -> &str {
+        "orch daemon start"
+    }
+
+    fn description(&self) -> &str {
+        "Start the orchestrator daemon in the background and wait until it answers. Does nothing when it already runs."
+    }
+
+    fn extra_description(&self) -> &str {
+        "The daemon binary is looked up next to the plugin, then on PATH. It inherits the shell's environment (so tasks see your PATH) and logs to orchestrator.log in its data directory."
+    }
+
+    fn signature(&self) -> Signature {
+        Signature::build(self.name())
+            .input_output_type(Type::Nothing, Type::record())
+            .named(
+                "data-dir",
+                SyntaxShape::Directory,
+                "Where the daemon keeps its database and logs.",
+                Some('d'),
+            )
+            .named(
+                "parallel",
+                SyntaxShape::Int,
+                "How many tasks may run at once (default 8).",
+                Some('j'),
+            )
+            .named(
+                "binary",
+                SyntaxShape::Filepath,
+                "The provisioning-orchestrator binary to run.",
+                None,
+            )
+            .named(
+                "wait",
+                SyntaxShape::Duration,
+                "How long to wait for it to answer (default 10sec).",
+                None,
+            )
+            .category(Category::Custom("orchestrator".into()))
+    }
+
+    fn examples(&self) -> Vec<Example<'_>> {
+        vec![
+            Example {
+                example: "orch daemon start",
+                description: "Start the daemon with the default data directory",
+                result: None,
+            },
+            Example {
+                example: "orch daemon start --data-dir ./data --parallel 16",
+                description: "Start it on a project's own data directory, 16 tasks at a time",
+                result: None,
+            },
+        ]
+    }
+
+    fn run(
+        &self,
+        plugin: &OrchestratorPlugin,
+        engine: &EngineInterface,
+        call: &EvaluatedCall,
+        _input: &Value,
+    ) -> Result<Value, LabeledError> {
+        let head = call.head;
+        if is_running(engine) {
+            return status(plugin, engine, head);
+        }
+        let cwd = PathBuf::from(engine.get_current_dir()?);
+        let data_dir = match call.get_flag::<String>("data-dir")? {
+            Some(dir) => cwd.join(dir),
+            None => paths::default_data_dir(),
+        };
+        std::fs::create_dir_all(&data_dir).map_err(|e| {
+            LabeledError::new("cannot create the data directory")
+                .with_label(format!("{}: {e}", data_dir.display()), head)
+        })?;
+        let binary = match call.get_flag::<String>("binary")? {
+            Some(path) => cwd.join(path),
+            None => default_binary(),
+        };
+        let mut command = Command::new(&binary);
+        command
+            .arg("--data-dir")
+            .arg(&data_dir)
+            .arg("--socket")
+            .arg(socket_path(engine));
+        if let Some(n) = call.get_flag::<i64>("parallel")? {
+            command.arg("--parallel").arg(n.to_string());
+        }
+        let wait = match call.get_flag::<Value>("wait")? {
+            Some(v) => Duration::from_nanos(v.as_duration()?.max(0) as u64),
+            None => Duration::from_secs(10),
+        };
+        let stderr_path = data_dir.join("daemon.stderr");
+        let child = spawn_detached(command, engine, &stderr_path, &binary, head)?;
+        wait_until_ready(child, engine, &stderr_path, wait, head)?;
+        status(plugin, engine, head)
+    }
+}
+
+/// The daemon next to this plugin's binary, else the name for a PATH lookup.
+fn default_binary() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join(DAEMON_BINARY)))
+        .filter(|path| path.is_file())
+        .unwrap_or_else(|| PathBuf::from(DAEMON_BINARY))
+}
+
+/// The shell's environment as strings (lists such as PATH joined with `:`).
+fn shell_env(engine: &EngineInterface) -> Result<Vec<(String, String)>, LabeledError> {
+    let mut out = Vec::new();
+    for (name, value) in engine.get_env_vars()? {
+        let text = match value {
+            Value::String { val, .. } => val,
+            Value::List { vals, .. } => vals
+                .iter()
+                .filter_map(|v| v.as_str().ok())
+                .collect::<Vec<_>>()
+                .join(":"),
+            Value::Int { val, .. } => val.to_string(),
+            _ => continue,
+        };
+        out.push((name, text));
+    }
+    Ok(out)
+}
+
+fn spawn_detached(
+    mut command: Command,
+    engine: &EngineInterface,
+    stderr_path: &Path,
+    binary: &Path,
+    head: Span,
+) -> Result<Child, LabeledError> {
+    let stderr = File::create(stderr_path).map_err(|e| {
+        LabeledError::new("cannot start the daemon")
+            .with_label(format!("{}: {e}", stderr_path.display()), head)
+    })?;
+    command
+        .env_clear()
+        .envs(shell_env(engine)?)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr);
+    // SAFETY: setsid(2) is async-signal-safe; it detaches the daemon from the shell's
+    // session and terminal so that closing the terminal does not stop it.
+    unsafe {
+        command.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    command.spawn().map_err(|e| {
+        LabeledError::new("cannot start the daemon")
+            .with_label(format!("{}: {e}", binary.display()), head)
+            .with_help("build it with `cargo build --release` or pass --binary PATH")
+    })
+}
+
+fn wait_until_ready(
+    mut child: Child,
+    engine: &EngineInterface,
+    stderr_path: &Path,
+    wait: Duration,
+    head: Span,
+) -> Result<(), LabeledError> {
+    let deadline = Instant::now() + wait;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            let output = std::fs::read_to_string(stderr_path).unwrap_or_default();
+            let reason = output.lines().last().unwrap_or("no output").to_string();
+            return Err(LabeledError::new("the daemon exited at start")
+                .with_label(format!("{status}: {reason}"), head));
+        }
+        if is_running(engine) {
+            // Reap the daemon whenever it exits, so it never lingers as a zombie.
+            std::thread::spawn(move || child.wait());
+            return Ok(());
+        }
+        if Instant::now() >= deadline || engine.signals().interrupted() {
+            return Err(LabeledError::new("the daemon did not answer").with_label(
+                format!("no answer within {:?}; see {}", wait, stderr_path.display()),
+                head,
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn test_examples() {
+    crate::commands::test_examples(&DaemonStart);
+}

@@ -1,0 +1,117 @@
+//! `orch logs <id>`: a task's output.
+
+use nu_plugin::{EngineInterface, EvaluatedCall, PluginCommand};
+use nu_protocol::{
+    ByteStream, ByteStreamType, Category, Example, LabeledError, PipelineData, ShellError, Signals,
+    Signature, Span, Spanned, SyntaxShape, Type,
+};
+use orch_protocol::{Client, Request, Response};
+
+use crate::OrchestratorPlugin;
+use crate::connection::labeled;
+
+/// `orch logs`
+pub struct Logs;
+
+impl PluginCommand for Logs {
+    type Plugin = OrchestratorPlugin;
+
+    fn name(&self) -> &str {
+        "orch logs"
+    }
+
+    fn description(&self) -> &str {
+        "A task's output (standard output and error, every attempt), optionally followed while it runs."
+    }
+
+    fn signature(&self) -> Signature {
+        Signature::build(self.name())
+            .input_output_type(Type::Nothing, Type::String)
+            .required("id", SyntaxShape::Int, "The task's id.")
+            .switch(
+                "follow",
+                "Keep streaming new output until the task is final.",
+                Some('f'),
+            )
+            .category(Category::Custom("orchestrator".into()))
+    }
+
+    fn examples(&self) -> Vec<Example<'_>> {
+        vec![
+            Example {
+                example: "orch logs 42",
+                description: "The output of task 42",
+                result: None,
+            },
+            Example {
+                example: "orch logs 42 --follow | lines | each {|l| $\"[42] ($l)\" }",
+                description: "Follow task 42's output line by line",
+                result: None,
+            },
+        ]
+    }
+
+    fn run(
+        &self,
+        plugin: &OrchestratorPlugin,
+        engine: &EngineInterface,
+        call: &EvaluatedCall,
+        _input: PipelineData,
+    ) -> Result<PipelineData, LabeledError> {
+        let id_arg: Spanned<i64> = call.req(0)?;
+        let id = super::task_id(id_arg)?;
+        let follow = call.has_flag("follow")?;
+        let mut client = plugin
+            .connect(engine)
+            .map_err(|e| labeled(e, call.head, &[]))?;
+        let signals = engine.signals().clone();
+        client
+            .send(&Request::Logs { id, follow })
+            .map_err(|e| labeled(e, call.head, &[]))?;
+        let first = client
+            .next(&|| signals.interrupted())
+            .map_err(|e| labeled(e, call.head, &[("id", id_arg.span)]))?;
+        let chunks = Chunks {
+            client,
+            signals: signals.clone(),
+            first: Some(first),
+            head: call.head,
+        };
+        let stream =
+            ByteStream::from_result_iter(chunks, call.head, signals, ByteStreamType::String);
+        Ok(PipelineData::byte_stream(stream, None))
+    }
+}
+
+/// The log's chunks, until the daemon ends the stream or Ctrl-C.
+struct Chunks {
+    client: Client,
+    signals: Signals,
+    first: Option<Response>,
+    head: Span,
+}
+
+impl Iterator for Chunks {
+    type Item = Result<Vec<u8>, ShellError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let response = match self.first.take() {
+            Some(first) => Ok(first),
+            None => {
+                let signals = self.signals.clone();
+                self.client.next(&|| signals.interrupted())
+            }
+        };
+        match response {
+            Ok(Response::Log { text }) => Some(Ok(text.into_bytes())),
+            Ok(_) => None,
+            Err(e) if e.is_interrupted() => None,
+            Err(e) => Some(Err(labeled(e, self.head, &[]).into())),
+        }
+    }
+}
+
+#[test]
+fn test_examples() {
+    crate::commands::test_examples(&Logs);
+}

@@ -1,0 +1,92 @@
+//! One file per `orch` command.
+
+mod cancel;
+mod daemon;
+mod daemon_start;
+mod daemon_status;
+mod daemon_stop;
+mod health;
+mod logs;
+mod orch;
+mod retry;
+mod submit;
+mod task;
+mod tasks;
+mod wait;
+mod watch;
+
+use nu_plugin::PluginCommand;
+use nu_protocol::{LabeledError, Spanned, Value};
+
+use crate::OrchestratorPlugin;
+
+/// Every command of the plugin.
+pub fn all() -> Vec<Box<dyn PluginCommand<Plugin = OrchestratorPlugin>>> {
+    vec![
+        Box::new(orch::Orch),
+        Box::new(health::Health),
+        Box::new(submit::Submit),
+        Box::new(tasks::Tasks),
+        Box::new(task::TaskCommand),
+        Box::new(wait::Wait),
+        Box::new(cancel::Cancel),
+        Box::new(retry::Retry),
+        Box::new(watch::Watch),
+        Box::new(logs::Logs),
+        Box::new(daemon::Daemon),
+        Box::new(daemon_start::DaemonStart),
+        Box::new(daemon_stop::DaemonStop),
+        Box::new(daemon_status::DaemonStatus),
+    ]
+}
+
+/// A task id argument: a non-negative integer.
+pub fn task_id(value: Spanned<i64>) -> Result<u64, LabeledError> {
+    u64::try_from(value.item).map_err(|_| {
+        LabeledError::new("invalid task id")
+            .with_label("task ids are positive integers", value.span)
+    })
+}
+
+/// Task ids from pipeline input: ints, task records (with `id`), or lists of either.
+pub fn ids_from_value(value: &Value, out: &mut Vec<u64>) -> Result<(), LabeledError> {
+    match value {
+        Value::Int {
+            val, internal_span, ..
+        } => out.push(task_id(Spanned {
+            item: *val,
+            span: *internal_span,
+        })?),
+        Value::Record {
+            val, internal_span, ..
+        } => match val.get("id") {
+            Some(id) => ids_from_value(id, out)?,
+            None => {
+                return Err(LabeledError::new("no task id in record")
+                    .with_label("expected a task record with an `id` column", *internal_span));
+            }
+        },
+        Value::List { vals, .. } => {
+            for v in vals {
+                ids_from_value(v, out)?;
+            }
+        }
+        Value::Nothing { .. } => {}
+        other => {
+            return Err(LabeledError::new("not a task id").with_label(
+                format!("expected an int or a task record, got {}", other.get_type()),
+                other.span(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Runs a command's examples through the plugin test harness.
+#[cfg(test)]
+pub fn test_examples(command: &impl PluginCommand<Plugin = OrchestratorPlugin>) {
+    nu_plugin_test_support::PluginTest::new("orchestrator", OrchestratorPlugin::default().into())
+        .expect("the plugin loads in the test harness")
+        .test_command_examples(command)
+        .expect("the examples pass");
+}

@@ -1,0 +1,123 @@
+//! `orch tasks`: list tasks, newest first.
+
+use nu_plugin::{EngineInterface, EvaluatedCall, PluginCommand};
+use nu_protocol::{
+    Category, Example, LabeledError, ListStream, PipelineData, Signature, SyntaxShape, Type, Value,
+};
+use orch_protocol::{Request, TaskFilter, TaskStatus};
+
+use crate::OrchestratorPlugin;
+use crate::connection::{expect_tasks, labeled};
+use crate::convert::task_row;
+
+/// `orch tasks`
+pub struct Tasks;
+
+impl PluginCommand for Tasks {
+    type Plugin = OrchestratorPlugin;
+
+    fn name(&self) -> &str {
+        "orch tasks"
+    }
+
+    fn description(&self) -> &str {
+        "List tasks, newest first, as a table."
+    }
+
+    fn signature(&self) -> Signature {
+        Signature::build(self.name())
+            .input_output_type(Type::Nothing, Type::table())
+            .named(
+                "status",
+                SyntaxShape::Any,
+                "Only tasks in this status (or list of statuses): blocked, queued, running, retry_waiting, succeeded, failed, cancelled, dependency_failed.",
+                Some('s'),
+            )
+            .named("label", SyntaxShape::String, "Only tasks with this label.", Some('l'))
+            .named("limit", SyntaxShape::Int, "At most this many tasks.", Some('n'))
+            .category(Category::Custom("orchestrator".into()))
+    }
+
+    fn examples(&self) -> Vec<Example<'_>> {
+        vec![
+            Example {
+                example: "orch tasks",
+                description: "Every task",
+                result: None,
+            },
+            Example {
+                example: "orch tasks --status [failed dependency_failed] --limit 20",
+                description: "The 20 newest tasks that did not succeed",
+                result: None,
+            },
+            Example {
+                example: "orch tasks --label deploy | where duration > 1min",
+                description: "Slow tasks labelled deploy",
+                result: None,
+            },
+        ]
+    }
+
+    fn run(
+        &self,
+        plugin: &OrchestratorPlugin,
+        engine: &EngineInterface,
+        call: &EvaluatedCall,
+        _input: PipelineData,
+    ) -> Result<PipelineData, LabeledError> {
+        let filter = TaskFilter {
+            status: statuses(call.get_flag_value("status"))?,
+            label: call.get_flag("label")?,
+            limit: match call.get_flag::<i64>("limit")? {
+                Some(n) => Some(usize::try_from(n).map_err(|_| {
+                    LabeledError::new("invalid limit").with_label(
+                        "the limit must not be negative",
+                        call.get_flag_span("limit").unwrap_or(call.head),
+                    )
+                })?),
+                None => None,
+            },
+        };
+        let answer = plugin
+            .call(engine, &Request::List { filter })
+            .map_err(|e| labeled(e, call.head, &[]))?;
+        let tasks = expect_tasks(answer, call.head)?;
+        let head = call.head;
+        let rows = tasks.into_iter().map(move |t| task_row(&t, head));
+        Ok(PipelineData::list_stream(
+            ListStream::new(rows, head, engine.signals().clone()),
+            None,
+        ))
+    }
+}
+
+/// Parses `--status` (a name or a list of names).
+fn statuses(value: Option<Value>) -> Result<Vec<TaskStatus>, LabeledError> {
+    let Some(value) = value else {
+        return Ok(Vec::new());
+    };
+    let values = match value {
+        Value::List { vals, .. } => vals.into_owned(),
+        other => vec![other],
+    };
+    values
+        .iter()
+        .map(|v| {
+            let name = v.as_str().map_err(|e| {
+                LabeledError::new("invalid status").with_label(e.to_string(), v.span())
+            })?;
+            TaskStatus::parse(name).ok_or_else(|| {
+                let known: Vec<_> = TaskStatus::ALL.iter().map(|s| s.as_str()).collect();
+                LabeledError::new("unknown status").with_label(
+                    format!("`{name}` is not a status; use one of {}", known.join(", ")),
+                    v.span(),
+                )
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn test_examples() {
+    crate::commands::test_examples(&Tasks);
+}

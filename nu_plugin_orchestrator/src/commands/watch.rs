@@ -1,0 +1,147 @@
+//! `orch watch`: a live stream of events.
+
+use nu_plugin::{EngineInterface, EvaluatedCall, PluginCommand};
+use nu_protocol::{
+    Category, Example, LabeledError, ListStream, PipelineData, Signals, Signature, Span, Spanned,
+    SyntaxShape, Type, Value,
+};
+use orch_protocol::{Client, Request, Response};
+
+use crate::OrchestratorPlugin;
+use crate::connection::labeled;
+use crate::convert;
+
+/// `orch watch`
+pub struct Watch;
+
+impl PluginCommand for Watch {
+    type Plugin = OrchestratorPlugin;
+
+    fn name(&self) -> &str {
+        "orch watch"
+    }
+
+    fn description(&self) -> &str {
+        "Stream the orchestrator's events as they happen (submitted, started, progress, succeeded, failed, ...)."
+    }
+
+    fn extra_description(&self) -> &str {
+        "The stream runs until Ctrl-C, or with --task until that task is final. Use `first N` to stop after N events."
+    }
+
+    fn signature(&self) -> Signature {
+        Signature::build(self.name())
+            .input_output_type(Type::Nothing, Type::list(Type::record()))
+            .named(
+                "task",
+                SyntaxShape::Int,
+                "Only this task's events, from its submission until it is final.",
+                Some('t'),
+            )
+            .named(
+                "since",
+                SyntaxShape::Int,
+                "Replay logged events after this sequence number first.",
+                Some('s'),
+            )
+            .switch("all", "Replay the whole event log first.", Some('a'))
+            .category(Category::Custom("orchestrator".into()))
+    }
+
+    fn examples(&self) -> Vec<Example<'_>> {
+        vec![
+            Example {
+                example: "orch watch",
+                description: "Follow everything that happens",
+                result: None,
+            },
+            Example {
+                example: "orch watch --task 42 | select at event details",
+                description: "Follow task 42 until it is final",
+                result: None,
+            },
+            Example {
+                example: "orch watch --all | where event == failed | first 5",
+                description: "The first five failures in the log, waiting for more if needed",
+                result: None,
+            },
+        ]
+    }
+
+    fn run(
+        &self,
+        plugin: &OrchestratorPlugin,
+        engine: &EngineInterface,
+        call: &EvaluatedCall,
+        _input: PipelineData,
+    ) -> Result<PipelineData, LabeledError> {
+        let task_arg: Option<Spanned<i64>> = call.get_flag("task")?;
+        let task = task_arg.map(super::task_id).transpose()?;
+        let since = match call.get_flag::<Spanned<i64>>("since")? {
+            Some(seq) => Some(super::task_id(seq)?),
+            None if call.has_flag("all")? => Some(0),
+            None => None,
+        };
+        let mut client = plugin
+            .connect(engine)
+            .map_err(|e| labeled(e, call.head, &[]))?;
+        let field_spans: Vec<(&str, Span)> = task_arg.iter().map(|t| ("id", t.span)).collect();
+        client
+            .send(&Request::Watch { since, task })
+            .map_err(|e| labeled(e, call.head, &[]))?;
+        let signals = engine.signals().clone();
+        // The first item tells whether the daemon accepted the watch.
+        let first = client
+            .next(&|| signals.interrupted())
+            .map_err(|e| labeled(e, call.head, &field_spans))?;
+        let events = Events {
+            client,
+            signals: signals.clone(),
+            first: Some(first),
+            head: call.head,
+        };
+        Ok(PipelineData::list_stream(
+            ListStream::new(events, call.head, signals),
+            None,
+        ))
+    }
+}
+
+/// The event stream: reads items until the daemon ends it, the connection breaks, or
+/// Ctrl-C.
+struct Events {
+    client: Client,
+    signals: Signals,
+    first: Option<Response>,
+    head: Span,
+}
+
+impl Iterator for Events {
+    type Item = Value;
+
+    fn next(&mut self) -> Option<Value> {
+        let response = match self.first.take() {
+            Some(first) => first,
+            None => {
+                let signals = self.signals.clone();
+                match self.client.next(&|| signals.interrupted()) {
+                    Ok(response) => response,
+                    Err(e) if e.is_interrupted() => return None,
+                    Err(e) => {
+                        let err = labeled(e, self.head, &[]);
+                        return Some(Value::error(err.into(), self.head));
+                    }
+                }
+            }
+        };
+        match response {
+            Response::Event { event } => Some(convert::event(&event, self.head)),
+            _ => None,
+        }
+    }
+}
+
+#[test]
+fn test_examples() {
+    crate::commands::test_examples(&Watch);
+}

@@ -1,0 +1,35 @@
+//! A Nushell plugin whose `orch ...` commands drive the provisioning orchestrator daemon.
+//!
+//! Layout:
+//! - [`commands`]: one file per command (`orch submit`, `orch tasks`, ...).
+//! - [`connection`]: finding the socket, a cached connection for quick commands, fresh
+//!   connections for streams, and daemon errors as `LabeledError`s pointing at the
+//!   offending argument.
+//! - [`convert`]: tasks, events and health reports as Nushell values with real types
+//!   (datetime, duration), and JSON ↔ Nushell values for task parameters.
+
+pub mod commands;
+pub mod connection;
+pub mod convert;
+
+use std::sync::Mutex;
+
+use nu_plugin::{Plugin, PluginCommand};
+use orch_protocol::Client;
+
+/// The plugin. It keeps one connection to the daemon open between commands, so a warm
+/// `orch task 42` costs one round trip.
+#[derive(Default)]
+pub struct OrchestratorPlugin {
+    cached: Mutex<Option<Client>>,
+}
+
+impl Plugin for OrchestratorPlugin {
+    fn version(&self) -> String {
+        env!("CARGO_PKG_VERSION").into()
+    }
+
+    fn commands(&self) -> Vec<Box<dyn PluginCommand<Plugin = Self>>> {
+        commands::all()
+    }
+}

@@ -1,0 +1,181 @@
+//! The handshake and the typed requests and responses.
+
+use serde::{Deserialize, Serialize};
+
+use crate::types::{Event, HealthReport, Task, TaskFilter, TaskId, TaskSpec};
+
+/// The first frame a client sends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hello {
+    /// The client's [`crate::PROTOCOL_VERSION`].
+    pub protocol: u32,
+    /// Who is asking, for the daemon's log (for example `nu_plugin_orchestrator 0.1.0`).
+    pub client: String,
+}
+
+/// The daemon's answer to an acceptable [`Hello`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Welcome {
+    /// The daemon's protocol version.
+    pub protocol: u32,
+    /// The daemon's version.
+    pub daemon_version: String,
+    /// The daemon's process id.
+    pub pid: u32,
+}
+
+/// What a client asks for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "request", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Request {
+    /// Is the daemon alive, and what is it doing. Answered by [`Response::Health`].
+    Health,
+    /// Add tasks to the queue, all or none. Answered by [`Response::Tasks`] once committed.
+    Submit {
+        /// The tasks, in submission order.
+        tasks: Vec<TaskSpec>,
+    },
+    /// Tasks matching a filter, newest first. Answered by [`Response::Tasks`].
+    List {
+        /// Which tasks.
+        #[serde(default)]
+        filter: TaskFilter,
+    },
+    /// One task. Answered by [`Response::Task`].
+    Get {
+        /// Which task.
+        id: TaskId,
+    },
+    /// Wait until every task is in a final state. Answered by [`Response::Tasks`].
+    Wait {
+        /// Which tasks.
+        ids: Vec<TaskId>,
+    },
+    /// Cancel a task (killing its process group if it runs). Answered by [`Response::Task`]
+    /// once the cancellation is committed.
+    Cancel {
+        /// Which task.
+        id: TaskId,
+    },
+    /// Queue a failed or cancelled task again, with a fresh retry budget.
+    Retry {
+        /// Which task.
+        id: TaskId,
+    },
+    /// Stream events ([`Response::Event`] items) until the client hangs up.
+    Watch {
+        /// Replay logged events after this sequence number first (none: live only).
+        #[serde(default)]
+        since: Option<u64>,
+        /// Only events of this task; the stream ends when it reaches a final state.
+        #[serde(default)]
+        task: Option<TaskId>,
+    },
+    /// A task's output log, as [`Response::Log`] chunks then [`Response::StreamEnd`].
+    Logs {
+        /// Which task.
+        id: TaskId,
+        /// Keep streaming new output until the task reaches a final state.
+        #[serde(default)]
+        follow: bool,
+    },
+    /// Stop the daemon gracefully. Answered by [`Response::ShuttingDown`].
+    Shutdown,
+}
+
+/// What the daemon answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "response", rename_all = "snake_case")]
+pub enum Response {
+    /// See [`Request::Health`].
+    Health(HealthReport),
+    /// A list of tasks.
+    Tasks {
+        /// The tasks.
+        tasks: Vec<Task>,
+    },
+    /// One task.
+    Task {
+        /// The task.
+        task: Box<Task>,
+    },
+    /// One item of a watch stream.
+    Event {
+        /// The event.
+        event: Event,
+    },
+    /// A chunk of a task's log.
+    Log {
+        /// The text (invalid UTF-8 replaced).
+        text: String,
+    },
+    /// The end of a stream.
+    StreamEnd,
+    /// The daemon is stopping.
+    ShuttingDown,
+    /// The request failed; nothing was changed.
+    Error(ErrorReply),
+}
+
+/// Broad classes of failure, so clients can react without parsing messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The request was malformed or invalid.
+    BadRequest,
+    /// The named task does not exist.
+    NotFound,
+    /// The request conflicts with the task's state (for example cancelling a finished task).
+    Conflict,
+    /// The peer's protocol version differs.
+    VersionMismatch,
+    /// The peer may not use this daemon.
+    PermissionDenied,
+    /// A frame exceeded the maximum size.
+    TooLarge,
+    /// The daemon is shutting down.
+    Unavailable,
+    /// Something failed inside the daemon (for example the store).
+    Internal,
+}
+
+/// An error answer: what went wrong, and which request field it concerns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorReply {
+    /// The class of failure.
+    pub kind: ErrorKind,
+    /// A message for a person, naming the problem.
+    pub message: String,
+    /// The request field at fault, such as `after` or `id`, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+impl ErrorReply {
+    /// An error about the request as a whole.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> ErrorReply {
+        ErrorReply {
+            kind,
+            message: message.into(),
+            field: None,
+        }
+    }
+
+    /// An error about one field of the request.
+    pub fn field(kind: ErrorKind, field: &str, message: impl Into<String>) -> ErrorReply {
+        ErrorReply {
+            kind,
+            message: message.into(),
+            field: Some(field.to_string()),
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorReply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ErrorReply {}

@@ -10,6 +10,7 @@
 //! - [`runner`]: runs one attempt of a task as a process group, with its log and progress.
 //! - [`store`]: the [`store::Store`] trait, its redb backend, and the group committer.
 //! - [`events`]: the one event bus that every watcher reads.
+//! - [`orphans`]: stopping processes that a crashed daemon left running.
 //! - [`shutdown`] and [`logging`]: signals and the daemon's own log.
 //!
 //! The rule everything follows: a state change is committed to the store before it is
@@ -19,6 +20,7 @@ pub mod config;
 pub mod engine;
 pub mod events;
 pub mod logging;
+pub mod orphans;
 pub mod runner;
 pub mod server;
 pub mod shutdown;
@@ -46,7 +48,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     create_private_dir(&logs_dir)?;
     let _log_guard = logging::init(&data_dir, &cli.log)?;
     let socket_path = cli.socket();
-    let listener = socket::bind(&socket_path)?;
+    let (listener, _socket_file) = socket::bind(&socket_path)?;
     let store: Arc<dyn Store> = match cli.storage_type {
         StorageType::Redb => Arc::new(RedbStore::open(&data_dir.join("orchestrator.redb"))?),
     };
@@ -93,7 +95,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let _ = engine_task.await;
     drop(ctx);
     drop(engine);
-    let _ = std::fs::remove_file(&socket_path);
     if let Ok(Ok(stats)) = tokio::task::spawn_blocking(move || writer.join()).await {
         tracing::info!(
             transactions = stats.transactions,

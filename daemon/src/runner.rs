@@ -117,6 +117,13 @@ impl Runner {
                 return AttemptOutcome::SpawnFailed { error };
             }
         };
+        if let Some(pid) = child.id() {
+            self.send(Command::Spawned {
+                id: launch.id,
+                attempt: launch.attempt,
+                process_group: pid,
+            });
+        }
         let stdout = child.stdout.take().expect("stdout is piped");
         let pump = tokio::spawn(pump_output(
             stdout,

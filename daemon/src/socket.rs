@@ -20,9 +20,19 @@ pub enum SocketError {
     Io(PathBuf, io::Error),
 }
 
+/// Removes the socket file when dropped: on a clean exit, and when start-up fails after
+/// the socket was bound.
+pub struct SocketFile(PathBuf);
+
+impl Drop for SocketFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// Binds `path` with mode 0600. A socket file left by a dead daemon (nothing accepts on
 /// it) is removed first; a live one is an error.
-pub fn bind(path: &Path) -> Result<UnixListener, SocketError> {
+pub fn bind(path: &Path) -> Result<(UnixListener, SocketFile), SocketError> {
     let io_err = |e| SocketError::Io(path.to_path_buf(), e);
     if path.exists() {
         match std::os::unix::net::UnixStream::connect(path) {
@@ -47,8 +57,9 @@ pub fn bind(path: &Path) -> Result<UnixListener, SocketError> {
         io::ErrorKind::AddrInUse => SocketError::InUse(path.to_path_buf()),
         _ => io_err(e),
     })?;
+    let file = SocketFile(path.to_path_buf());
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io_err)?;
-    Ok(listener)
+    Ok((listener, file))
 }
 
 /// The effective uid of this process: the only peer allowed to connect.

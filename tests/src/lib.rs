@@ -1,1 +1,272 @@
+//! Harness for the end-to-end tests: the real daemon binary, the real plugin, the real
+//! `nu`, each test in its own temporary directory.
+//!
+//! - [`Daemon`] starts `provisioning-orchestrator` on a private socket and data dir, and
+//!   kills it (and removes everything) when dropped, even when the test fails.
+//! - [`Nu`] runs `nu` with the plugin added to a temporary plugin registry (never the
+//!   user's), pointed at the daemon through `PROVISIONING_ORCHESTRATOR_SOCKET`.
+//!
+//! The binaries are taken from the same target directory as the test executable; the
+//! README's test command builds them first (`cargo build --workspace --bins`).
 
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use orch_protocol::Client;
+use tempfile::TempDir;
+
+/// The directory holding the workspace's binaries (`target/debug` or `target/release`).
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary has a path");
+    // target/<profile>/deps/<test> → target/<profile>
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("tests run from target/<profile>/deps")
+        .to_path_buf()
+}
+
+/// Path of a workspace binary, with a clear panic when it was not built.
+pub fn binary(name: &str) -> PathBuf {
+    let path = bin_dir().join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: run `cargo build --workspace --bins` before the tests (the README's test command does)",
+        path.display()
+    );
+    path
+}
+
+/// The `nu` to test with: `$NU` or `nu` on PATH.
+pub fn nu_binary() -> PathBuf {
+    std::env::var_os("NU").map_or_else(|| PathBuf::from("nu"), PathBuf::from)
+}
+
+/// A running daemon in a temporary directory.
+pub struct Daemon {
+    dir: TempDir,
+    child: Option<Child>,
+    args: Vec<String>,
+}
+
+impl Daemon {
+    /// Starts a daemon with extra flags (such as `--parallel 2`) and waits until it answers.
+    pub fn start(args: &[&str]) -> Daemon {
+        let dir = tempfile::Builder::new()
+            .prefix("orch-e2e-")
+            .tempdir()
+            .expect("a temp dir");
+        let mut daemon = Daemon {
+            dir,
+            child: None,
+            args: args.iter().map(|s| s.to_string()).collect(),
+        };
+        daemon.restart();
+        daemon
+    }
+
+    /// The test's temporary directory (tasks may write files here).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The daemon's socket.
+    pub fn socket(&self) -> PathBuf {
+        self.dir.path().join("orch.sock")
+    }
+
+    /// The daemon's data directory.
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// The daemon's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// (Re)starts the daemon on the same data dir and socket; waits until it answers.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "the daemon is already running");
+        let child = self.spawn(&self.args.clone());
+        self.child = Some(child);
+        self.wait_until_ready();
+    }
+
+    /// Spawns the daemon binary with this test's socket and data dir plus `args`, without
+    /// waiting (for tests of start-up failures).
+    pub fn spawn(&self, args: &[String]) -> Child {
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("daemon.stderr"))
+            .expect("a stderr file");
+        Command::new(binary("provisioning-orchestrator"))
+            .arg("--data-dir")
+            .arg(self.data_dir())
+            .arg("--socket")
+            .arg(self.socket())
+            .args(args)
+            .env("ORCH_NU_BINARY", nu_binary())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("the daemon starts")
+    }
+
+    fn wait_until_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if Client::connect(&self.socket(), "e2e").is_ok() {
+                return;
+            }
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!("the daemon exited at start ({status}): {}", self.stderr());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the daemon did not answer: {}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// What the daemon wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("daemon.stderr")).unwrap_or_default()
+    }
+
+    /// Kills the daemon with SIGKILL, as a crash would.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Sends SIGTERM and waits for a clean exit; returns its status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("the daemon runs");
+        // SAFETY: kill(2) has no memory-safety preconditions.
+        unsafe {
+            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        child.wait().expect("the daemon exits")
+    }
+
+    /// A protocol client connected to this daemon.
+    pub fn client(&self) -> Client {
+        Client::connect(&self.socket(), "e2e").expect("the daemon answers")
+    }
+
+    /// A `nu` with the plugin registered, talking to this daemon.
+    pub fn nu(&self) -> Nu {
+        Nu::new(self.dir.path(), &self.socket())
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.kill9();
+        // Stop task processes a test may have left running (they carry the test's dir).
+        let _ = Command::new("pkill")
+            .arg("-KILL")
+            .arg("-f")
+            .arg(self.dir.path().to_string_lossy().as_ref())
+            .status();
+    }
+}
+
+/// `nu` with the plugin added to a private plugin registry.
+pub struct Nu {
+    registry: PathBuf,
+    socket: PathBuf,
+    cwd: PathBuf,
+}
+
+impl Nu {
+    /// Registers the plugin in `dir/plugins.msgpackz` (once) and returns a runner.
+    pub fn new(dir: &Path, socket: &Path) -> Nu {
+        let registry = dir.join("plugins.msgpackz");
+        let nu = Nu {
+            registry,
+            socket: socket.to_path_buf(),
+            cwd: dir.to_path_buf(),
+        };
+        if !nu.registry.exists() {
+            let plugin = binary("nu_plugin_orchestrator");
+            let out = nu.command(&format!(
+                "plugin add --plugin-config '{}' '{}'",
+                nu.registry.display(),
+                plugin.display()
+            ));
+            assert!(
+                out.status.success(),
+                "plugin add failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        nu
+    }
+
+    fn command(&self, script: &str) -> Output {
+        Command::new(nu_binary())
+            .arg("--no-config-file")
+            .arg("--plugin-config")
+            .arg(&self.registry)
+            .arg("-c")
+            .arg(script)
+            .current_dir(&self.cwd)
+            .env("PROVISIONING_ORCHESTRATOR_SOCKET", &self.socket)
+            .stdin(Stdio::null())
+            .output()
+            .expect("nu runs")
+    }
+
+    /// Runs a script that loads the plugin; panics with its stderr if it fails.
+    pub fn run(&self, script: &str) -> String {
+        let out = self.try_run(script);
+        match out {
+            Ok(stdout) => stdout,
+            Err(stderr) => panic!("nu failed:\n{script}\n---\n{stderr}"),
+        }
+    }
+
+    /// Runs a script; `Err(stderr)` when it fails.
+    pub fn try_run(&self, script: &str) -> Result<String, String> {
+        let script = format!(
+            "plugin use --plugin-config '{}' orchestrator\n{script}",
+            self.registry.display()
+        );
+        let out = self.command(&script);
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    }
+
+    /// Runs a script whose last value is converted to JSON, and parses it.
+    pub fn json(&self, script: &str) -> serde_json::Value {
+        let stdout = self.run(&format!("{script} | to json --raw"));
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
+    }
+}
+
+/// Polls `check` every 20 ms until it returns `Some`, failing after `timeout`.
+pub fn eventually<T>(timeout: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

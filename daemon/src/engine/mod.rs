@@ -60,6 +60,15 @@ pub enum Command {
         /// How it ended.
         outcome: AttemptOutcome,
     },
+    /// An attempt's process started (sent by the runner).
+    Spawned {
+        /// Which task.
+        id: TaskId,
+        /// Which attempt.
+        attempt: u32,
+        /// Its process group id.
+        process_group: u32,
+    },
     /// A task printed a progress line (sent by the runner).
     Progress {
         /// Which task.
@@ -232,6 +241,11 @@ impl Engine {
                 attempt,
                 outcome,
             } => self.exited(id, attempt, outcome),
+            Command::Spawned {
+                id,
+                attempt,
+                process_group,
+            } => self.spawned(id, attempt, process_group),
             Command::Progress {
                 id,
                 attempt,
@@ -334,6 +348,7 @@ impl Engine {
                 TaskState::Running {
                     attempt,
                     started_at,
+                    process_group: None,
                 },
                 EventKind::Started { attempt },
             );

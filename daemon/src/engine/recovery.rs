@@ -19,7 +19,16 @@ impl Engine {
         let mut interrupted = Vec::new();
         for task in snapshot.tasks {
             match &task.state {
-                TaskState::Running { attempt, .. } => interrupted.push((task.id, *attempt)),
+                TaskState::Running {
+                    attempt,
+                    process_group,
+                    ..
+                } => {
+                    if let Some(pgid) = process_group {
+                        crate::orphans::kill_leftovers(task.id, *pgid);
+                    }
+                    interrupted.push((task.id, *attempt));
+                }
                 TaskState::RetryWaiting { retry_at, .. } => {
                     let delay = (*retry_at - Utc::now()).to_std().unwrap_or(Duration::ZERO);
                     self.pending.timers.push((task.id, delay));

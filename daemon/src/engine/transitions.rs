@@ -73,12 +73,21 @@ impl Engine {
         }
         for (index, spec) in specs.iter().enumerate() {
             validate(spec, index)?;
-            if let Some(missing) = spec.after.iter().find(|d| !self.tasks.contains_key(d)) {
-                return Err(ErrorReply::field(
-                    ErrorKind::BadRequest,
-                    "after",
-                    format!("task #{index} depends on task {missing}, which does not exist"),
-                ));
+            // Ids are assigned in submission order, so a task may also name a task that
+            // comes before it in the same batch (never itself or a later one: no cycles).
+            let first_new = self.next_id;
+            let known = |d: &TaskId| {
+                self.tasks.contains_key(d) || (first_new..first_new + index as u64).contains(d)
+            };
+            if let Some(missing) = spec.after.iter().find(|d| !known(d)) {
+                let message = if (first_new..first_new + specs.len() as u64).contains(missing) {
+                    format!(
+                        "task #{index} depends on task {missing}, which comes at or after it in the same submission"
+                    )
+                } else {
+                    format!("task #{index} depends on task {missing}, which does not exist")
+                };
+                return Err(ErrorReply::field(ErrorKind::BadRequest, "after", message));
             }
         }
         Ok(())
@@ -114,9 +123,16 @@ impl Engine {
     fn initial_state(&self, after: &[TaskId]) -> TaskState {
         let mut waiting_on = Vec::new();
         for dep in after {
-            match self.tasks[dep].state.status() {
-                TaskStatus::Succeeded => {}
-                s if s.is_final() => {
+            match &self.tasks[dep].state {
+                TaskState::Succeeded { .. } => {}
+                // Name the task that failed first, as `fail_dependants` does.
+                TaskState::DependencyFailed { dependency, .. } => {
+                    return TaskState::DependencyFailed {
+                        at: Utc::now(),
+                        dependency: *dependency,
+                    };
+                }
+                s if s.status().is_final() => {
                     return TaskState::DependencyFailed {
                         at: Utc::now(),
                         dependency: *dep,
@@ -396,6 +412,29 @@ impl Engine {
                 stack.push(dependant);
             }
         }
+    }
+
+    pub(super) fn spawned(&mut self, id: TaskId, attempt: u32, pgid: u32) {
+        let Some(task) = self.tasks.get_mut(&id) else {
+            return;
+        };
+        let TaskState::Running {
+            attempt: a,
+            process_group,
+            ..
+        } = &mut task.state
+        else {
+            return;
+        };
+        if *a != attempt {
+            return;
+        }
+        *process_group = Some(pgid);
+        let write = TaskWrite {
+            task: task.clone(),
+            previous: Some(TaskStatus::Running),
+        };
+        self.pending.batch.tasks.push(write);
     }
 
     pub(super) fn progress(&mut self, id: TaskId, attempt: u32, progress: Progress) {

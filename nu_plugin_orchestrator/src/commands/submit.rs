@@ -218,6 +218,7 @@ fn as_string(value: &Value) -> Result<String, LabeledError> {
         Value::String { val, .. } | Value::Glob { val, .. } => Ok(val.clone()),
         Value::Int { val, .. } => Ok(val.to_string()),
         Value::Float { val, .. } => Ok(val.to_string()),
+        Value::Bool { val, .. } => Ok(val.to_string()),
         other => Err(bad(
             other.span(),
             "invalid argument",

@@ -1,0 +1,226 @@
+//! The daemon process: start and stop from `nu`, socket rules, and the wire protocol's
+//! handling of bad input.
+
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::process::Command;
+use std::time::Duration;
+
+use orch_e2e::{Daemon, Nu, binary};
+use orch_protocol::frame::{FrameReader, encode};
+use orch_protocol::{Hello, PROTOCOL_VERSION, Request, Response};
+
+fn raw_connection(daemon: &Daemon) -> (UnixStream, FrameReader) {
+    let mut stream = UnixStream::connect(daemon.socket()).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let hello = Hello {
+        protocol: PROTOCOL_VERSION,
+        client: "raw".into(),
+    };
+    stream.write_all(&encode(&hello).unwrap()).unwrap();
+    let mut reader = FrameReader::new();
+    let _: serde_json::Value = reader.read(&mut stream, &|| false).unwrap();
+    (stream, reader)
+}
+
+fn send_raw(stream: &mut UnixStream, body: &[u8]) {
+    stream
+        .write_all(&(body.len() as u32).to_be_bytes())
+        .unwrap();
+    stream.write_all(body).unwrap();
+}
+
+fn read_response(stream: &mut UnixStream, reader: &mut FrameReader) -> Response {
+    reader.read(stream, &|| false).unwrap()
+}
+
+fn error_message(response: Response) -> String {
+    match response {
+        Response::Error(reply) => reply.message,
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+#[test]
+fn malformed_frames_get_errors_and_the_connection_survives() {
+    let daemon = Daemon::start(&[]);
+    let (mut stream, mut reader) = raw_connection(&daemon);
+    send_raw(&mut stream, b"{not json");
+    assert!(error_message(read_response(&mut stream, &mut reader)).contains("invalid request"));
+    send_raw(&mut stream, br#"{"request":"get","id":1,"colour":"red"}"#);
+    assert!(
+        error_message(read_response(&mut stream, &mut reader)).contains("unknown field `colour`")
+    );
+    send_raw(
+        &mut stream,
+        br#"{"request":"submit","tasks":[{"kind":{"type":"command","program":"true"},"priorty":3}]}"#,
+    );
+    assert!(
+        error_message(read_response(&mut stream, &mut reader)).contains("unknown field `priorty`")
+    );
+    send_raw(&mut stream, br#"{"request":"submit","tasks":[]}"#);
+    assert!(error_message(read_response(&mut stream, &mut reader)).contains("no tasks"));
+    // Still usable after all of that.
+    stream
+        .write_all(&encode(&Request::Health).unwrap())
+        .unwrap();
+    assert!(matches!(
+        read_response(&mut stream, &mut reader),
+        Response::Health(_)
+    ));
+    // Nothing was submitted by the bad requests.
+    let mut client = daemon.client();
+    match client
+        .call(&Request::List {
+            filter: Default::default(),
+        })
+        .unwrap()
+    {
+        Response::Tasks { tasks } => assert!(tasks.is_empty()),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn oversized_and_truncated_frames_do_not_hurt_the_daemon() {
+    let daemon = Daemon::start(&[]);
+    let (mut stream, mut reader) = raw_connection(&daemon);
+    stream
+        .write_all(&(64u32 * 1024 * 1024).to_be_bytes())
+        .unwrap();
+    let message = error_message(read_response(&mut stream, &mut reader));
+    assert!(message.contains("frame refused"), "{message}");
+    // The daemon closes that connection.
+    let mut rest = Vec::new();
+    assert_eq!(stream.read_to_end(&mut rest).unwrap_or(0), 0);
+
+    let (mut stream, _) = raw_connection(&daemon);
+    stream.write_all(&100u32.to_be_bytes()).unwrap();
+    stream.write_all(b"{\"request\":").unwrap();
+    drop(stream);
+    let mut client = daemon.client();
+    assert!(matches!(
+        client.call(&Request::Health).unwrap(),
+        Response::Health(_)
+    ));
+}
+
+#[test]
+fn a_client_with_another_protocol_version_is_refused_by_name() {
+    let daemon = Daemon::start(&[]);
+    let mut stream = UnixStream::connect(daemon.socket()).unwrap();
+    let hello = Hello {
+        protocol: PROTOCOL_VERSION + 1,
+        client: "future-client".into(),
+    };
+    stream.write_all(&encode(&hello).unwrap()).unwrap();
+    let mut reader = FrameReader::new();
+    let message = error_message(reader.read(&mut stream, &|| false).unwrap());
+    assert!(
+        message.contains(&format!("speaks protocol {}", PROTOCOL_VERSION + 1))
+            && message.contains(&format!("speaks protocol {PROTOCOL_VERSION}")),
+        "{message}"
+    );
+}
+
+#[test]
+fn the_socket_is_owner_only_and_a_second_daemon_is_refused() {
+    let daemon = Daemon::start(&[]);
+    let mode = std::fs::metadata(daemon.socket())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let run_second = |data_dir: std::path::PathBuf, socket: std::path::PathBuf| {
+        let out = Command::new(binary("provisioning-orchestrator"))
+            .arg("--data-dir")
+            .arg(data_dir)
+            .arg("--socket")
+            .arg(socket)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let same_socket = run_second(daemon.dir().join("other"), daemon.socket());
+    assert!(same_socket.contains("already running on"), "{same_socket}");
+    let same_data = run_second(daemon.data_dir(), daemon.dir().join("other.sock"));
+    assert!(
+        same_data.contains("already open in another process"),
+        "{same_data}"
+    );
+}
+
+#[test]
+fn a_stale_socket_from_a_dead_daemon_is_replaced() {
+    let mut daemon = Daemon::start(&[]);
+    daemon.kill9();
+    assert!(
+        daemon.socket().exists(),
+        "kill -9 leaves the socket file behind"
+    );
+    daemon.restart();
+    let mut client = daemon.client();
+    assert!(matches!(
+        client.call(&Request::Health).unwrap(),
+        Response::Health(_)
+    ));
+}
+
+#[test]
+fn help_explains_every_flag() {
+    let out = Command::new(binary("provisioning-orchestrator"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8(out.stdout).unwrap();
+    for flag in [
+        "--data-dir",
+        "--socket",
+        "--storage-type",
+        "--parallel",
+        "--nu-binary",
+    ] {
+        assert!(help.contains(flag), "{flag} missing from --help:\n{help}");
+    }
+}
+
+#[test]
+fn orch_daemon_start_status_stop_from_nu() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("d.sock");
+    let nu = Nu::new(dir.path(), &socket);
+    let err = nu.try_run("orch health").unwrap_err();
+    assert!(
+        err.contains("daemon is not running") && err.contains("orch daemon start"),
+        "{err}"
+    );
+    assert_eq!(nu.json("orch daemon status | get running"), false);
+    let start = format!(
+        "orch daemon start --data-dir {} --binary {} | select running parallel_limit",
+        dir.path().join("data").display(),
+        binary("provisioning-orchestrator").display()
+    );
+    assert_eq!(
+        nu.json(&start),
+        serde_json::json!({"running": true, "parallel_limit": 8})
+    );
+    let pid = nu.json("orch daemon status | get pid");
+    // Idempotent: a second start finds the running daemon.
+    assert_eq!(nu.json(&format!("{start} | get running")), true);
+    assert_eq!(nu.json("orch daemon status | get pid"), pid);
+    assert_eq!(
+        nu.json("orch submit echo hi | orch wait | get 0.status"),
+        "succeeded"
+    );
+    assert_eq!(nu.json("orch daemon stop | get stopped"), true);
+    assert_eq!(nu.json("orch daemon status | get running"), false);
+    assert_eq!(nu.json("orch daemon stop | get stopped"), false);
+    // The data survived the stop.
+    let status = nu.json(&format!("{start} | ignore; orch task 1 | get status"));
+    assert_eq!(status, "succeeded");
+    nu.run("orch daemon stop | ignore");
+}

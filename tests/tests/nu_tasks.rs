@@ -1,0 +1,125 @@
+//! Nushell tasks run by the real `nu`, with structured parameters and progress events;
+//! logs, followed logs and the event stream.
+
+use orch_e2e::Daemon;
+
+#[test]
+fn a_nu_snippet_gets_structured_params_and_reports_progress() {
+    let daemon = Daemon::start(&[]);
+    let nu = daemon.nu();
+    let task = nu.json(
+        r#"orch submit --params {servers: [web-01 web-02], size: 2} --nu '
+            $params.servers | enumerate | each {|s|
+                {progress: (($s.index + 1) * 50), message: $"created ($s.item)"} | to json -r | print
+            } | ignore
+            print $"total ($params.size)"
+        ' | orch wait | first | select status progress"#,
+    );
+    assert_eq!(
+        task,
+        serde_json::json!({"status": "succeeded", "progress": 100.0})
+    );
+    let detail = nu.json("orch task 1 | select progress_message params");
+    assert_eq!(
+        detail,
+        serde_json::json!({"progress_message": "created web-02", "params": {"servers": ["web-01", "web-02"], "size": 2}})
+    );
+    let progress =
+        nu.json("orch watch --task 1 | where event == progress | get details.progress.percent");
+    assert_eq!(progress, serde_json::json!([50.0, 100.0]));
+    let log = nu.run("orch logs 1");
+    assert!(log.ends_with("total 2\n"), "{log}");
+}
+
+#[test]
+fn a_nu_script_file_reads_params_from_the_environment() {
+    let daemon = Daemon::start(&[]);
+    let nu = daemon.nu();
+    let script = daemon.dir().join("install.nu");
+    std::fs::write(
+        &script,
+        "def main [] { let p = ($env.ORCH_PARAMS | from json); print $\"installing ($p.taskserv) on ($p.server)\"; if $p.taskserv == broken { exit 7 } }\n",
+    )
+    .unwrap();
+    let tasks = nu.json(&format!(
+        "[{{script: '{s}', params: {{taskserv: postgres, server: db-01}}}}, {{script: '{s}', params: {{taskserv: broken, server: db-02}}}}] \
+         | orch submit | orch wait | select status exit_code",
+        s = script.display()
+    ));
+    assert_eq!(
+        tasks,
+        serde_json::json!([{"status": "succeeded", "exit_code": 0}, {"status": "failed", "exit_code": 7}])
+    );
+    assert_eq!(nu.run("orch logs 1"), "installing postgres on db-01\n");
+}
+
+#[test]
+fn follow_streams_a_running_tasks_output_until_it_ends() {
+    let daemon = Daemon::start(&[]);
+    let nu = daemon.nu();
+    let lines = nu.json(
+        "orch submit [sh -c 'for i in 1 2 3 4 5; do echo line $i; sleep 0.1; done'] | ignore; \
+         orch logs 1 --follow | lines",
+    );
+    assert_eq!(
+        lines,
+        serde_json::json!(["line 1", "line 2", "line 3", "line 4", "line 5"])
+    );
+}
+
+#[test]
+fn watch_streams_live_events_in_order() {
+    let daemon = Daemon::start(&[]);
+    let nu = daemon.nu();
+    // `first 4` ends the stream after four live events: submitted, started,
+    // succeeded (task 1) and submitted (task 2).
+    let events = nu.json(
+        "let job = (job spawn { sleep 300ms; orch submit echo one | ignore; sleep 300ms; orch submit --after 1 echo two | ignore }); \
+         orch watch | first 4 | select task event",
+    );
+    let got: Vec<(u64, String)> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["task"].as_u64().unwrap(),
+                e["event"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (1, "submitted".to_string()),
+            (1, "started".to_string()),
+            (1, "succeeded".to_string()),
+            (2, "submitted".to_string()),
+        ]
+    );
+}
+
+#[test]
+fn listing_filters_by_status_and_label() {
+    let daemon = Daemon::start(&[]);
+    let nu = daemon.nu();
+    nu.run("[{command: [true], label: a}, {command: [false], label: b}, {command: [true], label: b}] | orch submit | orch wait | ignore");
+    assert_eq!(
+        nu.json("orch tasks --label b | get id"),
+        serde_json::json!([3, 2])
+    );
+    assert_eq!(
+        nu.json("orch tasks --status failed | get id"),
+        serde_json::json!([2])
+    );
+    assert_eq!(
+        nu.json("orch tasks --limit 1 | get id"),
+        serde_json::json!([3])
+    );
+    assert_eq!(
+        nu.json("orch health | get tasks.succeeded"),
+        serde_json::json!(2)
+    );
+    let err = nu.try_run("orch tasks --status finished").unwrap_err();
+    assert!(err.contains("`finished` is not a status"), "{err}");
+}

@@ -92,7 +92,7 @@ impl SimplePluginCommand for DaemonStart {
             return status(plugin, engine, head);
         }
         let cwd = PathBuf::from(engine.get_current_dir()?);
-        let data_dir = match call.get_flag::<String>("data-dir")? {
+        let data_dir = match optional_flag::<String>(call, "data-dir")? {
             Some(dir) => cwd.join(dir),
             None => paths::default_data_dir(),
         };
@@ -100,7 +100,7 @@ impl SimplePluginCommand for DaemonStart {
             LabeledError::new("cannot create the data directory")
                 .with_label(format!("{}: {e}", data_dir.display()), head)
         })?;
-        let binary = match call.get_flag::<String>("binary")? {
+        let binary = match optional_flag::<String>(call, "binary")? {
             Some(path) => cwd.join(path),
             None => default_binary(),
         };
@@ -110,10 +110,10 @@ impl SimplePluginCommand for DaemonStart {
             .arg(&data_dir)
             .arg("--socket")
             .arg(socket_path(engine));
-        if let Some(n) = call.get_flag::<i64>("parallel")? {
+        if let Some(n) = optional_flag::<i64>(call, "parallel")? {
             command.arg("--parallel").arg(n.to_string());
         }
-        let wait = match call.get_flag::<Value>("wait")? {
+        let wait = match optional_flag::<Value>(call, "wait")? {
             Some(v) => Duration::from_nanos(v.as_duration()?.max(0) as u64),
             None => Duration::from_secs(10),
         };
@@ -121,6 +121,17 @@ impl SimplePluginCommand for DaemonStart {
         let child = spawn_detached(command, engine, &stderr_path, &binary, head)?;
         wait_until_ready(child, engine, &stderr_path, wait, head)?;
         status(plugin, engine, head)
+    }
+}
+
+/// A flag's value; `null` (as wrappers forward optional flags) counts as not given.
+fn optional_flag<T: nu_protocol::FromValue>(
+    call: &EvaluatedCall,
+    name: &str,
+) -> Result<Option<T>, nu_protocol::ShellError> {
+    match call.get_flag_value(name) {
+        Some(value) if !value.is_nothing() => T::from_value(value).map(Some),
+        _ => Ok(None),
     }
 }
 

@@ -313,8 +313,9 @@ impl Draft {
             let span = call.positional[0].span();
             draft.set_command(&Value::list(call.positional.clone(), span), cwd)?;
         }
+        // A flag given `null` (as wrappers forward optional flags) counts as not given.
         for (name, value) in &call.named {
-            if let Some(value) = value {
+            if let Some(value) = value.as_ref().filter(|v| !v.is_nothing()) {
                 draft.set(name.item.as_str(), value, cwd)?;
             }
         }

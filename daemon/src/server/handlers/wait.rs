@@ -1,8 +1,8 @@
 //! `Wait`: answer once every named task is in a final state.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use orch_protocol::{ErrorKind, ErrorReply, Response, Task, TaskId};
+use orch_protocol::{ErrorKind, ErrorReply, EventKind, Response, Task, TaskId};
 use tokio::sync::broadcast::error::RecvError;
 
 use super::{no_such_task, store_error};
@@ -14,26 +14,33 @@ pub async fn handle(ctx: &Context, conn: &mut Connection, ids: Vec<TaskId>) -> s
         return conn.send(&Response::Error(reply)).await;
     }
     let mut events = ctx.bus.subscribe();
+    let mut pending: HashSet<TaskId> = ids.iter().copied().collect();
     let mut finished = HashMap::new();
-    if let Err(reply) = collect_finished(ctx, &ids, &mut finished) {
+    let all: Vec<TaskId> = pending.iter().copied().collect();
+    if let Err(reply) = check(ctx, &all, &mut pending, &mut finished) {
         return conn.send(&Response::Error(reply)).await;
     }
-    while finished.len() < ids.len() {
-        tokio::select! {
+    while !pending.is_empty() {
+        let result = tokio::select! {
             event = events.recv() => match event {
-                Ok(event) if !ids.contains(&event.task) => continue,
-                Ok(_) | Err(RecvError::Lagged(_)) => {
-                    if let Err(reply) = collect_finished(ctx, &ids, &mut finished) {
-                        return conn.send(&Response::Error(reply)).await;
-                    }
+                Ok(event) if pending.contains(&event.task) && ends_task(&event.kind) => {
+                    check(ctx, &[event.task], &mut pending, &mut finished)
+                }
+                Ok(_) => Ok(()),
+                Err(RecvError::Lagged(_)) => {
+                    let all: Vec<TaskId> = pending.iter().copied().collect();
+                    check(ctx, &all, &mut pending, &mut finished)
                 }
                 Err(RecvError::Closed) => break,
             },
             () = conn.closed() => return Ok(()),
             () = ctx.shutdown.cancelled() => break,
+        };
+        if let Err(reply) = result {
+            return conn.send(&Response::Error(reply)).await;
         }
     }
-    if finished.len() < ids.len() {
+    if !pending.is_empty() {
         let reply = ErrorReply::new(ErrorKind::Unavailable, "the daemon is shutting down");
         return conn.send(&Response::Error(reply)).await;
     }
@@ -41,19 +48,30 @@ pub async fn handle(ctx: &Context, conn: &mut Connection, ids: Vec<TaskId>) -> s
     conn.send(&Response::Tasks { tasks }).await
 }
 
-/// Adds every task of `ids` that is in a final state to `finished`.
-fn collect_finished(
+/// Events after which a task may be final.
+fn ends_task(kind: &EventKind) -> bool {
+    matches!(
+        kind,
+        EventKind::Succeeded { .. }
+            | EventKind::Failed { .. }
+            | EventKind::Cancelled
+            | EventKind::DependencyFailed { .. }
+            | EventKind::Submitted { .. }
+    )
+}
+
+/// Moves each of `ids` that is in a final state from `pending` to `finished`.
+fn check(
     ctx: &Context,
     ids: &[TaskId],
+    pending: &mut HashSet<TaskId>,
     finished: &mut HashMap<TaskId, Task>,
 ) -> Result<(), ErrorReply> {
     for id in ids {
-        if finished.contains_key(id) {
-            continue;
-        }
         let task = ctx.store.get(*id).map_err(store_error)?;
         let task = task.ok_or_else(|| no_such_task(*id))?;
         if task.state.status().is_final() {
+            pending.remove(id);
             finished.insert(*id, task);
         }
     }

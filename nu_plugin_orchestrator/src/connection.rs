@@ -42,13 +42,18 @@ impl OrchestratorPlugin {
         let interrupted = || engine.signals().interrupted();
         if reusable {
             let client = cached.as_mut().expect("checked above");
-            match client.call_interruptible(request, &interrupted) {
-                Err(e) if e.is_connection_lost() && is_idempotent(request) => {}
-                Err(e) if e.is_connection_lost() || e.is_interrupted() => {
-                    *cached = None;
-                    return Err(e);
+            // A failed send never reached the daemon (it restarted since): any request
+            // may go again on a fresh connection. A lost answer may only be asked again
+            // when asking twice changes nothing.
+            if client.send(request).is_ok() {
+                match client.next(&interrupted) {
+                    Err(e) if e.is_connection_lost() && is_idempotent(request) => {}
+                    Err(e) if e.is_connection_lost() || e.is_interrupted() => {
+                        *cached = None;
+                        return Err(e);
+                    }
+                    other => return other,
                 }
-                other => return other,
             }
         }
         *cached = None;

@@ -174,12 +174,27 @@ impl Daemon {
 impl Drop for Daemon {
     fn drop(&mut self) {
         self.kill9();
-        // Stop task processes a test may have left running (they carry the test's dir).
-        let _ = Command::new("pkill")
-            .arg("-KILL")
-            .arg("-f")
-            .arg(self.dir.path().to_string_lossy().as_ref())
-            .status();
+        kill_processes_mentioning(self.dir.path());
+    }
+}
+
+/// Kills every process whose command line mentions `dir`: daemons and task processes a
+/// test started there (their arguments name the test's directory).
+pub fn kill_processes_mentioning(dir: &Path) {
+    let _ = Command::new("pkill")
+        .arg("-KILL")
+        .arg("-f")
+        .arg(dir.to_string_lossy().as_ref())
+        .status();
+}
+
+/// Kills the processes that mention a directory when dropped, so a failing test leaves
+/// nothing running.
+pub struct Sweeper<'a>(pub &'a Path);
+
+impl Drop for Sweeper<'_> {
+    fn drop(&mut self) {
+        kill_processes_mentioning(self.0);
     }
 }
 

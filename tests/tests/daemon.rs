@@ -7,7 +7,7 @@ use std::os::unix::net::UnixStream;
 use std::process::Command;
 use std::time::Duration;
 
-use orch_e2e::{Daemon, Nu, binary};
+use orch_e2e::{Daemon, Nu, Sweeper, binary};
 use orch_protocol::frame::{FrameReader, encode};
 use orch_protocol::{Hello, PROTOCOL_VERSION, Request, Response};
 
@@ -191,6 +191,7 @@ fn help_explains_every_flag() {
 #[test]
 fn orch_daemon_start_status_stop_from_nu() {
     let dir = tempfile::tempdir().unwrap();
+    let _sweeper = Sweeper(dir.path());
     let socket = dir.path().join("d.sock");
     let nu = Nu::new(dir.path(), &socket);
     let err = nu.try_run("orch health").unwrap_err();
@@ -222,5 +223,47 @@ fn orch_daemon_start_status_stop_from_nu() {
     // The data survived the stop.
     let status = nu.json(&format!("{start} | ignore; orch task 1 | get status"));
     assert_eq!(status, "succeeded");
+    // One nu session across a restart: the plugin's cached connection goes stale and a
+    // submit (not safe to resend blindly) still works on a fresh one.
+    let resubmitted = nu.json(&format!(
+        "orch health | ignore; orch daemon stop | ignore; \
+         job spawn {{ ^'{bin}' --data-dir '{data}' --socket '{sock}' }} | ignore; \
+         while not ('{sock}' | path exists) {{ sleep 20ms }}; \
+         orch submit echo again | orch wait | get 0.id",
+        bin = binary("provisioning-orchestrator").display(),
+        data = dir.path().join("data").display(),
+        sock = socket.display(),
+    ));
+    assert_eq!(resubmitted, 2);
     nu.run("orch daemon stop | ignore");
+}
+
+#[test]
+fn out_of_range_settings_are_refused_by_field() {
+    let daemon = Daemon::start(&[]);
+    let mut client = daemon.client();
+    let mut spec = orch_protocol::TaskSpec::command("true", vec![]);
+    spec.timeout_ms = Some(400 * 24 * 3600 * 1000);
+    let err = client
+        .call(&Request::Submit { tasks: vec![spec] })
+        .unwrap_err();
+    match err {
+        orch_protocol::ClientError::Daemon(reply) => {
+            assert_eq!(reply.field.as_deref(), Some("timeout"));
+            assert!(
+                reply.message.contains("must not exceed a year"),
+                "{}",
+                reply.message
+            );
+        }
+        other => panic!("{other}"),
+    }
+    let nu = daemon.nu();
+    let err = nu.try_run("orch submit --retries -1 true").unwrap_err();
+    assert!(err.contains("retries must not be negative"), "{err}");
+    let err = nu
+        .try_run("orch submit --priority 1 --timeout 5sec")
+        .unwrap_err();
+    assert!(err.contains("nothing to run"), "{err}");
+    assert_eq!(nu.json("orch tasks | length"), 0);
 }

@@ -403,9 +403,13 @@ fn schedule_retry(
     });
 }
 
-/// The time `delay` from now.
+/// The time `delay` from now (delays are bounded at submission, so this cannot overflow
+/// in practice; it saturates if it would).
 fn after(delay: Duration) -> DateTime<Utc> {
-    Utc::now() + chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::MAX)
+    chrono::Duration::from_std(delay)
+        .ok()
+        .and_then(|d| Utc::now().checked_add_signed(d))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
 /// Ids that are both in `ids` and not yet settled, keeping order.

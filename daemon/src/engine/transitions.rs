@@ -10,6 +10,9 @@ use super::backoff::retry_delay;
 use super::{Engine, Reply, StopReason, after, snapshot_of, unique};
 use crate::store::TaskWrite;
 
+/// The longest timeout or retry delay accepted: a year.
+const MAX_DELAY_MS: u64 = 365 * 24 * 3600 * 1000;
+
 /// Checks a spec on its own (dependencies are checked by the engine).
 fn validate(spec: &TaskSpec, index: usize) -> Result<(), ErrorReply> {
     let bad = |field: &str, message: String| {
@@ -30,6 +33,12 @@ fn validate(spec: &TaskSpec, index: usize) -> Result<(), ErrorReply> {
             bad("nu", "the script path is empty".into())
         }
         _ if spec.timeout_ms == Some(0) => bad("timeout", "the timeout must be positive".into()),
+        _ if spec.timeout_ms.is_some_and(|t| t > MAX_DELAY_MS) => {
+            bad("timeout", "the timeout must not exceed a year".into())
+        }
+        _ if spec.backoff.max_ms > MAX_DELAY_MS => {
+            bad("backoff", "the backoff must not exceed a year".into())
+        }
         _ if spec.backoff.initial_ms > spec.backoff.max_ms => bad(
             "backoff",
             format!(

@@ -128,9 +128,9 @@ impl SimplePluginCommand for DaemonStart {
 fn optional_flag<T: nu_protocol::FromValue>(
     call: &EvaluatedCall,
     name: &str,
-) -> Result<Option<T>, nu_protocol::ShellError> {
+) -> Result<Option<T>, LabeledError> {
     match call.get_flag_value(name) {
-        Some(value) if !value.is_nothing() => T::from_value(value).map(Some),
+        Some(value) if !value.is_nothing() => Ok(Some(T::from_value(value)?)),
         _ => Ok(None),
     }
 }

@@ -70,8 +70,10 @@ impl SimplePluginCommand for DaemonStop {
             Ok(_) => {}
             Err(e) => return Err(labeled(e, head, &[])),
         }
+        // Wait for the process itself to end, not only the socket: until then it still
+        // holds its database, and a new daemon could not open it.
         let deadline = Instant::now() + STOP_TIMEOUT;
-        while is_running(engine) {
+        while is_running(engine) || process_exists(pid) {
             if Instant::now() >= deadline || engine.signals().interrupted() {
                 return Err(LabeledError::new("daemon still running").with_label(
                     format!("pid {pid} did not stop within {}s", STOP_TIMEOUT.as_secs()),
@@ -88,6 +90,16 @@ impl SimplePluginCommand for DaemonStop {
             },
             head,
         ))
+    }
+}
+
+/// True while process `pid` exists (and is not a zombie).
+fn process_exists(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rfind(')')
+            .is_some_and(|end| stat[end + 1..].trim_start().starts_with('Z')),
+        Err(_) => false,
     }
 }
 

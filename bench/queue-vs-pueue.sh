@@ -4,6 +4,7 @@
 # spawning `true` 8 at a time, and the latency of a warm `orch task <id>` from nu.
 #
 #   bench/queue-vs-pueue.sh [N]        (default N=10000)
+#   PUEUE_RUN_SECONDS=600 bench/queue-vs-pueue.sh   (longer pueue run phase; default 180)
 #
 # Needs: nu 0.115.1 on PATH, pueue/pueued 4.0.4 (`cargo install pueue@4.0.4`), bc.
 # Builds the release binaries first. Prints a Markdown table.
@@ -49,8 +50,11 @@ let specs = (1..$N | each { {command: [true], after: [\$gate.id], label: batch} 
 let enqueue = (timeit { \$specs | orch submit | ignore })
 let batch_ids = (orch tasks --label batch | get id)
 let run = (timeit { touch \$gate_file; orch wait ...\$batch_ids | ignore })
-let per_call = (timeit { for i in 1..2000 { orch submit --label single --after \$gate.id true | ignore } })
-orch tasks --label single --limit 1 | orch wait | ignore
+let gate2_file = '$WORK/gate2'
+let gate2 = (orch submit [sh -c \$'while [ ! -f (\$gate2_file) ]; do sleep 0.005; done'])
+let per_call = (timeit { for i in 1..2000 { orch submit --label single --after \$gate2.id true | ignore } })
+touch \$gate2_file
+orch wait ...(orch tasks --label single | get id) | ignore
 let id = (orch tasks --limit 1 | get 0.id)
 orch task \$id | ignore
 let lat = (1..1000 | each { timeit { orch task \$id } } | sort)
@@ -88,16 +92,33 @@ for _ in $(seq 100); do "${P[@]}" status >/dev/null 2>&1 && break; sleep 0.05; d
 "${P[@]}" pause >/dev/null
 t0=$(now); for _ in $(seq "$N"); do "${P[@]}" add -- true >/dev/null; done; t1=$(now)
 P_ENQ_RATE=$(rate "$N" "$t0" "$t1")
-t0=$(now); "${P[@]}" start >/dev/null; "${P[@]}" wait >/dev/null; t1=$(now)
-P_RUN_RATE=$(rate "$N" "$t0" "$t1")
+# pueue rewrites its whole state file on every change, so with thousands of tasks its run
+# phase takes very long: it is measured for at most PUEUE_RUN_SECONDS, and the rate is the
+# finished tasks over the span of their start and end times (from pueue's own state).
+"${P[@]}" start >/dev/null
+timeout "${PUEUE_RUN_SECONDS:-180}" "${P[@]}" wait >/dev/null || true
 "${P[@]}" shutdown >/dev/null
+sleep 1
+read -r P_DONE P_RUN_RATE < <(python3 - "$WORK/pueue/state.json" <<'PY'
+import json, sys
+from datetime import datetime
+def ts(s):
+    s = s.rstrip("Z")
+    head, _, frac = s.partition(".")
+    return datetime.fromisoformat(head + "." + (frac + "000000")[:6])
+tasks = json.load(open(sys.argv[1]))["tasks"].values()
+done = [t["status"]["Done"] for t in tasks if "Done" in t["status"]]
+span = (max(ts(d["end"]) for d in done) - min(ts(d["start"]) for d in done)).total_seconds()
+print(len(done), int(len(done) / span))
+PY
+)
 
 cat <<TABLE
 | measure ($N tasks of \`true\`, $PARALLEL at a time) | orchestrator | pueue 4.0.4 | ratio |
 |---|---|---|---|
 | enqueue, one \`orch submit\` of a list (tasks/s) | $O_ENQ_RATE | $P_ENQ_RATE (\`pueue add\` per task) | $(echo "scale=1; $O_ENQ_RATE / $P_ENQ_RATE" | bc)x |
 | enqueue, one \`orch submit\` per task from nu (tasks/s, 2000 tasks) | $O_CALL_RATE | $P_ENQ_RATE | $(echo "scale=1; $O_CALL_RATE / $P_ENQ_RATE" | bc)x |
-| run to completion (tasks/s) | $O_RUN_RATE | $P_RUN_RATE | $(echo "scale=1; $O_RUN_RATE / $P_RUN_RATE" | bc)x |
+| run to completion (tasks/s) | $O_RUN_RATE | $P_RUN_RATE ($P_DONE of $N finished in the time allowed) | $(echo "scale=1; $O_RUN_RATE / $P_RUN_RATE" | bc)x |
 | raw spawn rate, \`xargs -P $PARALLEL true\` (tasks/s) | $RAW_RATE | | orchestrator at $(echo "scale=0; 100 * $O_RUN_RATE / $RAW_RATE" | bc)% |
 | warm \`orch task <id>\` from nu, p50 / p99 (µs, 1000 calls) | $O_P50 / $O_P99 | | |
 | tasks that did not succeed | $O_FAILED | | |

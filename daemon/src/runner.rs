@@ -1,20 +1,20 @@
 //! Runs one attempt of a task as a process in its own process group.
 //!
-//! Standard output is read line by line: each line goes to the task's log file, and a
-//! line that is a JSON object with a `progress` field becomes a progress event. Standard
-//! error goes straight to the same log file. A timeout or a cancel stops the whole
+//! Standard output and error are read line by line into the task's log file, which is
+//! created on the first byte (a silent task leaves no file); a line of standard output
+//! that is a JSON object with a `progress` field also becomes a progress event. A timeout or a cancel stops the whole
 //! process group: SIGTERM, then SIGKILL after a grace period.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use orch_protocol::{AttemptOutcome, Progress, TaskId, TaskKind, TaskSpec};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, ChildStdout, Command as Process};
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::process::{Child, Command as Process};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -102,18 +102,15 @@ impl Runner {
         if launch.token.is_cancelled() {
             return AttemptOutcome::Cancelled;
         }
-        let mut log = match self.open_log(&launch) {
-            Ok(log) => log,
-            Err(e) => {
-                return AttemptOutcome::SpawnFailed {
-                    error: format!("cannot open the log file: {e}"),
-                };
-            }
-        };
-        let mut child = match self.spawn(&launch, &log) {
+        let log = Arc::new(Mutex::new(TaskLog::new(
+            log_path(&self.config.logs_dir, launch.id),
+            launch.attempt,
+        )));
+        let mut child = match self.spawn(&launch) {
             Ok(child) => child,
             Err(error) => {
-                let _ = writeln!(log, "orch: could not start the task: {error}");
+                let line = format!("orch: could not start the task: {error}\n");
+                lock(&log).write(line.as_bytes());
                 return AttemptOutcome::SpawnFailed { error };
             }
         };
@@ -125,31 +122,21 @@ impl Runner {
             });
         }
         let stdout = child.stdout.take().expect("stdout is piped");
-        let pump = tokio::spawn(pump_output(
-            stdout,
-            log,
-            self.clone(),
-            launch.id,
-            launch.attempt,
-        ));
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let progress = Some((self.clone(), launch.id, launch.attempt));
+        let out = tokio::spawn(pump_output(stdout, log.clone(), progress));
+        let err = tokio::spawn(pump_output(stderr, log, None));
         let outcome = supervise(&mut child, launch.spec.timeout_ms, &launch.token).await;
         // Output after the process ended is still logged, for a short while.
-        let _ = tokio::time::timeout(DRAIN_GRACE, pump).await;
+        let _ = tokio::time::timeout(DRAIN_GRACE, async {
+            let _ = out.await;
+            let _ = err.await;
+        })
+        .await;
         outcome
     }
 
-    fn open_log(&self, launch: &Launch) -> std::io::Result<File> {
-        let mut log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log_path(&self.config.logs_dir, launch.id))?;
-        if launch.attempt > 1 {
-            writeln!(log, "--- orch: attempt {} ---", launch.attempt)?;
-        }
-        Ok(log)
-    }
-
-    fn spawn(&self, launch: &Launch, log: &File) -> Result<Child, String> {
+    fn spawn(&self, launch: &Launch) -> Result<Child, String> {
         let spec = &launch.spec;
         let mut process = match &spec.kind {
             TaskKind::Command { program, args } => {
@@ -170,7 +157,6 @@ impl Runner {
             }
         };
         let params = serde_json::to_string(&spec.params).expect("JSON values serialize");
-        let stderr = log.try_clone().map_err(|e| e.to_string())?;
         process
             .current_dir(spec.cwd.as_deref().unwrap_or(&self.config.default_cwd))
             .envs(&spec.env)
@@ -179,7 +165,7 @@ impl Runner {
             .env("ORCH_PARAMS", params)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::from(stderr))
+            .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(false);
         process.spawn().map_err(|e| match &spec.kind {
@@ -249,23 +235,75 @@ fn signal_group(pgid: u32, signal: libc::c_int) {
     }
 }
 
-/// Copies the task's output to its log and turns progress lines into events.
-async fn pump_output(stdout: ChildStdout, mut log: File, runner: Runner, id: TaskId, attempt: u32) {
-    let mut reader = BufReader::new(stdout);
+/// A task's log file, opened (in append mode) when the first byte arrives; later attempts
+/// start with a header line.
+struct TaskLog {
+    path: PathBuf,
+    header: Option<String>,
+    file: Option<File>,
+    failed: bool,
+}
+
+impl TaskLog {
+    fn new(path: PathBuf, attempt: u32) -> TaskLog {
+        let header = (attempt > 1).then(|| format!("--- orch: attempt {attempt} ---\n"));
+        TaskLog {
+            path,
+            header,
+            file: None,
+            failed: false,
+        }
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        if self.failed {
+            return;
+        }
+        if let Err(e) = self.try_write(bytes) {
+            tracing::warn!(log = %self.path.display(), error = %e, "cannot write a task's log");
+            self.failed = true;
+        }
+    }
+
+    fn try_write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        if self.file.is_none() {
+            let mut file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.path)?;
+            if let Some(header) = self.header.take() {
+                file.write_all(header.as_bytes())?;
+            }
+            self.file = Some(file);
+        }
+        self.file.as_mut().expect("opened above").write_all(bytes)
+    }
+}
+
+fn lock(log: &Mutex<TaskLog>) -> std::sync::MutexGuard<'_, TaskLog> {
+    log.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Copies one output stream to the task's log, line by line; with `progress`, progress
+/// lines also become events.
+async fn pump_output(
+    stream: impl AsyncRead + Unpin,
+    log: Arc<Mutex<TaskLog>>,
+    progress: Option<(Runner, TaskId, u32)>,
+) {
+    let mut reader = BufReader::new(stream);
     let mut line = Vec::with_capacity(256);
     loop {
         line.clear();
         match reader.read_until(b'\n', &mut line).await {
             Ok(0) | Err(_) => break,
             Ok(_) => {
-                if log.write_all(&line).is_err() {
-                    tracing::warn!(task = id, "cannot write to the task's log");
-                }
-                if let Some(progress) = parse_progress(&line) {
+                lock(&log).write(&line);
+                if let (Some((runner, id, attempt)), Some(p)) = (&progress, parse_progress(&line)) {
                     runner.send(Command::Progress {
-                        id,
-                        attempt,
-                        progress,
+                        id: *id,
+                        attempt: *attempt,
+                        progress: p,
                     });
                 }
             }

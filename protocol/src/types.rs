@@ -176,12 +176,23 @@ impl AttemptOutcome {
         match self {
             AttemptOutcome::Exited { code } => format!("exit code {code}"),
             AttemptOutcome::Signalled { signal } => format!("killed by signal {signal}"),
-            AttemptOutcome::TimedOut { after_ms } => format!("timed out after {after_ms} ms"),
+            AttemptOutcome::TimedOut { after_ms } => {
+                format!("timed out after {}", format_millis(*after_ms))
+            }
             AttemptOutcome::SpawnFailed { error } => format!("could not start: {error}"),
             AttemptOutcome::Interrupted => "interrupted: the daemon stopped".to_string(),
             AttemptOutcome::Cancelled => "cancelled".to_string(),
         }
     }
+}
+
+/// A duration in milliseconds for people: `300ms`, `1s`, `1.5s`, `90s`.
+pub fn format_millis(ms: u64) -> String {
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let seconds = format!("{:.3}", ms as f64 / 1000.0);
+    format!("{}s", seconds.trim_end_matches('0').trim_end_matches('.'))
 }
 
 /// One run of a task's process.
@@ -512,4 +523,27 @@ pub struct HealthReport {
     pub parallel_limit: usize,
     /// How many tasks are in each state.
     pub counts: BTreeMap<TaskStatus, u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn millis_read_naturally() {
+        assert_eq!(format_millis(300), "300ms");
+        assert_eq!(format_millis(1000), "1s");
+        assert_eq!(format_millis(1500), "1.5s");
+        assert_eq!(format_millis(90_000), "90s");
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_its_cap() {
+        let b = Backoff {
+            initial_ms: 100,
+            max_ms: 500,
+        };
+        let delays: Vec<_> = (2..7).map(|n| b.nominal_delay_ms(n)).collect();
+        assert_eq!(delays, vec![100, 200, 400, 500, 500]);
+    }
 }

@@ -69,12 +69,12 @@ fn a_timeout_kills_the_whole_process_group() {
     let pid_file = daemon.dir().join("background.pid");
     // The task starts a background grandchild, records its pid, then waits.
     let task = nu.json(&format!(
-        "orch submit [sh -c 'sleep 60 & echo $! > {}; wait'] --timeout 300ms \
+        "orch submit [sh -c 'sleep 60 & echo $! > {}; wait'] --timeout 1sec \
          | orch wait | first | select status error",
         pid_file.display()
     ));
     assert_eq!(task["status"], "failed");
-    assert_eq!(task["error"], "timed out after 300 ms");
+    assert_eq!(task["error"], "timed out after 1s");
     let pid = std::fs::read_to_string(&pid_file)
         .unwrap()
         .trim()

@@ -71,11 +71,12 @@ fn follow_streams_a_running_tasks_output_until_it_ends() {
 fn watch_streams_live_events_in_order() {
     let daemon = Daemon::start(&[]);
     let nu = daemon.nu();
-    // `first 4` ends the stream after four live events: submitted, started,
-    // succeeded (task 1) and submitted (task 2).
+    // Tasks are submitted from a background job while the watch runs; `--since 0` makes
+    // the result independent of how fast the watch subscribes, and `first 4` ends the
+    // stream after: submitted, started, succeeded (task 1), submitted (task 2).
     let events = nu.json(
         "let job = (job spawn { sleep 300ms; orch submit echo one | ignore; sleep 300ms; orch submit --after 1 echo two | ignore }); \
-         orch watch | first 4 | select task event",
+         orch watch --since 0 | first 4 | select task event",
     );
     let got: Vec<(u64, String)> = events
         .as_array()
@@ -122,4 +123,15 @@ fn listing_filters_by_status_and_label() {
     );
     let err = nu.try_run("orch tasks --status finished").unwrap_err();
     assert!(err.contains("`finished` is not a status"), "{err}");
+}
+
+#[test]
+fn stdout_and_stderr_share_the_log_and_silent_tasks_leave_none() {
+    let daemon = Daemon::start(&[]);
+    let nu = daemon.nu();
+    nu.run("[{command: [sh -c 'echo out; sleep 0.05; echo err >&2']}, {command: [true]}] | orch submit | orch wait | ignore");
+    assert_eq!(nu.run("orch logs 1"), "out\nerr\n");
+    assert_eq!(nu.run("orch logs 2"), "");
+    assert!(daemon.data_dir().join("logs/1.log").exists());
+    assert!(!daemon.data_dir().join("logs/2.log").exists());
 }

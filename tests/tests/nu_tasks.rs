@@ -135,3 +135,22 @@ fn stdout_and_stderr_share_the_log_and_silent_tasks_leave_none() {
     assert!(daemon.data_dir().join("logs/1.log").exists());
     assert!(!daemon.data_dir().join("logs/2.log").exists());
 }
+
+#[test]
+fn submit_takes_a_record_and_ignores_the_item_each_hands_it() {
+    let daemon = Daemon::start(&[]);
+    let nu = daemon.nu();
+    let one = nu.json(
+        "{command: [echo hi], label: rec, priority: 3} | orch submit | select id label priority",
+    );
+    assert_eq!(
+        one,
+        serde_json::json!({"id": 1, "label": "rec", "priority": 3})
+    );
+    let ids = nu.json("1..3 | each { orch submit --label loop true } | get id");
+    assert_eq!(ids, serde_json::json!([2, 3, 4]));
+    let err = nu
+        .try_run("{command: [echo hi], colour: red} | orch submit")
+        .unwrap_err();
+    assert!(err.contains("`colour` is not a task setting"), "{err}");
+}

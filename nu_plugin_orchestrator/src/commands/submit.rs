@@ -29,7 +29,7 @@ impl PluginCommand for Submit {
     }
 
     fn extra_description(&self) -> &str {
-        r#"The program runs directly, without a shell, in the current directory. Pipe in a list of records to submit many tasks in one durable step; each record takes the same settings as the flags (command, nu, script, priority, retries, backoff, max_backoff, timeout, after, label, params, cwd, env), and the flags give defaults for every record.
+        r#"The program runs directly, without a shell, in the current directory. Pipe in a record to submit one task, or a list of records to submit many in one durable step; each record takes the same settings as the flags (command, nu, script, priority, retries, backoff, max_backoff, timeout, after, label, params, cwd, env), and the flags give defaults for every record.
 
 A task reports progress by printing a JSON line such as {"progress": 40, "message": "installing"} on its standard output."#
     }
@@ -37,8 +37,9 @@ A task reports progress by printing a JSON line such as {"progress": 40, "messag
     fn signature(&self) -> Signature {
         Signature::build(self.name())
             .input_output_types(vec![
-                (Type::Nothing, Type::record()),
                 (Type::list(Type::Any), Type::table()),
+                (Type::record(), Type::record()),
+                (Type::Any, Type::record()),
             ])
             .rest(
                 "command",
@@ -161,8 +162,10 @@ A task reports progress by printing a JSON line such as {"progress": 40, "messag
         let defaults = Draft::from_flags(call, &cwd)?;
         let input = input.into_value(call.head)?;
         let (specs, batch, spans) = match input {
-            Value::Nothing { .. } => {
-                let spec = defaults.clone().finish(call.head)?;
+            Value::Record { .. } => {
+                let mut draft = defaults.clone();
+                draft.apply_record(&input, &cwd)?;
+                let spec = draft.finish(input.span())?;
                 (vec![spec], false, defaults.field_spans())
             }
             Value::List { vals, .. } => {
@@ -174,14 +177,11 @@ A task reports progress by printing a JSON line such as {"progress": 40, "messag
                 }
                 (specs, true, defaults.field_spans())
             }
-            other => {
-                return Err(LabeledError::new("unsupported input").with_label(
-                    format!(
-                        "expected nothing or a list of task records, got {}",
-                        other.get_type()
-                    ),
-                    other.span(),
-                ));
+            // Other input (such as the item `each` hands its closure) is not a task:
+            // the arguments say what to run.
+            _ => {
+                let spec = defaults.clone().finish(call.head)?;
+                (vec![spec], false, defaults.field_spans())
             }
         };
         if specs.is_empty() {

@@ -6,4 +6,10 @@ cd "$(dirname "$0")/.."
 ./scripts/ensure-nu.sh
 # The end-to-end tests run the binaries from the same target directory.
 cargo build --workspace --bins
-cargo test --workspace "$@"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+cargo test --workspace "$@" 2>&1 | tee "$log" || status=$?
+# One closing line for the whole run (cargo prints one per test binary).
+awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
+exit "$status"

@@ -46,6 +46,11 @@ pub struct Cli {
     )]
     pub nu_binary: PathBuf,
 
+    /// Log only to orchestrator.log in the data directory, not to stderr (start-up errors
+    /// still go to stderr). `orch daemon start` uses this.
+    #[arg(long, short)]
+    pub quiet: bool,
+
     /// Log filter for the daemon's own log (tracing's EnvFilter syntax, e.g. `debug`).
     #[arg(long, value_name = "FILTER", env = "ORCH_LOG", default_value = "info")]
     pub log: String,

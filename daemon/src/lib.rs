@@ -46,7 +46,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let data_dir = data_dir.canonicalize()?;
     let logs_dir = data_dir.join("logs");
     create_private_dir(&logs_dir)?;
-    let _log_guard = logging::init(&data_dir, &cli.log)?;
+    let _log_guard = logging::init(&data_dir, &cli.log, cli.quiet)?;
     let socket_path = cli.socket();
     let (listener, _socket_file) = socket::bind(&socket_path)?;
     let store: Arc<dyn Store> = match cli.storage_type {

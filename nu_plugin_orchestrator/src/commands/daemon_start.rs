@@ -106,6 +106,7 @@ impl SimplePluginCommand for DaemonStart {
         };
         let mut command = Command::new(&binary);
         command
+            .arg("--quiet")
             .arg("--data-dir")
             .arg(&data_dir)
             .arg("--socket")

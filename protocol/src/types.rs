@@ -472,6 +472,17 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// True for the events that leave a task in a final state.
+    pub fn is_final(&self) -> bool {
+        matches!(
+            self,
+            EventKind::Succeeded { .. }
+                | EventKind::Failed { .. }
+                | EventKind::Cancelled
+                | EventKind::DependencyFailed { .. }
+        )
+    }
+
     /// The event's name, as in its `type` field.
     pub fn name(&self) -> &'static str {
         match self {

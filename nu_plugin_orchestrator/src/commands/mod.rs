@@ -1,13 +1,12 @@
 //! One file per `orch` command.
 
 mod cancel;
-mod daemon;
 mod daemon_start;
 mod daemon_status;
 mod daemon_stop;
+mod group;
 mod health;
 mod logs;
-mod orch;
 mod retry;
 mod submit;
 mod task;
@@ -15,15 +14,17 @@ mod tasks;
 mod wait;
 mod watch;
 
-use nu_plugin::PluginCommand;
+use nu_plugin::{EngineInterface, EvaluatedCall, PluginCommand};
 use nu_protocol::{LabeledError, Spanned, Value};
+use orch_protocol::{Request, Task};
 
 use crate::OrchestratorPlugin;
+use crate::connection::{expect_task, labeled};
 
 /// Every command of the plugin.
 pub fn all() -> Vec<Box<dyn PluginCommand<Plugin = OrchestratorPlugin>>> {
     vec![
-        Box::new(orch::Orch),
+        Box::new(group::ORCH),
         Box::new(health::Health),
         Box::new(submit::Submit),
         Box::new(tasks::Tasks),
@@ -33,7 +34,7 @@ pub fn all() -> Vec<Box<dyn PluginCommand<Plugin = OrchestratorPlugin>>> {
         Box::new(retry::Retry),
         Box::new(watch::Watch),
         Box::new(logs::Logs),
-        Box::new(daemon::Daemon),
+        Box::new(group::DAEMON),
         Box::new(daemon_start::DaemonStart),
         Box::new(daemon_stop::DaemonStop),
         Box::new(daemon_status::DaemonStatus),
@@ -46,6 +47,22 @@ pub fn task_id(value: Spanned<i64>) -> Result<u64, LabeledError> {
         LabeledError::new("invalid task id")
             .with_label("task ids are positive integers", value.span)
     })
+}
+
+/// Sends the request that `make` builds for the task named by the first argument, and
+/// returns the task it answers with; errors about the id point at that argument.
+pub fn request_for_task(
+    plugin: &OrchestratorPlugin,
+    engine: &EngineInterface,
+    call: &EvaluatedCall,
+    make: impl FnOnce(u64) -> Request,
+) -> Result<Task, LabeledError> {
+    let id_arg: Spanned<i64> = call.req(0)?;
+    let id = task_id(id_arg)?;
+    let answer = plugin
+        .call(engine, &make(id))
+        .map_err(|e| labeled(e, call.head, &[("id", id_arg.span)]))?;
+    expect_task(answer, call.head)
 }
 
 /// Task ids from pipeline input: ints, task records (with `id`), or lists of either.

@@ -1,11 +1,10 @@
 //! `orch retry <id>`: run a failed or cancelled task again.
 
 use nu_plugin::{EngineInterface, EvaluatedCall, SimplePluginCommand};
-use nu_protocol::{Category, Example, LabeledError, Signature, Spanned, SyntaxShape, Type, Value};
+use nu_protocol::{Category, Example, LabeledError, Signature, SyntaxShape, Type, Value};
 use orch_protocol::Request;
 
 use crate::OrchestratorPlugin;
-use crate::connection::{expect_task, labeled};
 use crate::convert::task_row;
 
 /// `orch retry`
@@ -44,12 +43,8 @@ impl SimplePluginCommand for Retry {
         call: &EvaluatedCall,
         _input: &Value,
     ) -> Result<Value, LabeledError> {
-        let id_arg: Spanned<i64> = call.req(0)?;
-        let id = super::task_id(id_arg)?;
-        let answer = plugin
-            .call(engine, &Request::Retry { id })
-            .map_err(|e| labeled(e, call.head, &[("id", id_arg.span)]))?;
-        Ok(task_row(&expect_task(answer, call.head)?, call.head))
+        let task = super::request_for_task(plugin, engine, call, |id| Request::Retry { id })?;
+        Ok(task_row(&task, call.head))
     }
 }
 

@@ -1,11 +1,10 @@
 //! `orch task <id>`: one task in full.
 
 use nu_plugin::{EngineInterface, EvaluatedCall, SimplePluginCommand};
-use nu_protocol::{Category, Example, LabeledError, Signature, Spanned, SyntaxShape, Type, Value};
+use nu_protocol::{Category, Example, LabeledError, Signature, SyntaxShape, Type, Value};
 use orch_protocol::Request;
 
 use crate::OrchestratorPlugin;
-use crate::connection::{expect_task, labeled};
 use crate::convert::task_detail;
 
 /// `orch task`
@@ -51,12 +50,8 @@ impl SimplePluginCommand for TaskCommand {
         call: &EvaluatedCall,
         _input: &Value,
     ) -> Result<Value, LabeledError> {
-        let id_arg: Spanned<i64> = call.req(0)?;
-        let id = super::task_id(id_arg)?;
-        let answer = plugin
-            .call(engine, &Request::Get { id })
-            .map_err(|e| labeled(e, call.head, &[("id", id_arg.span)]))?;
-        Ok(task_detail(&expect_task(answer, call.head)?, call.head))
+        let task = super::request_for_task(plugin, engine, call, |id| Request::Get { id })?;
+        Ok(task_detail(&task, call.head))
     }
 }
 

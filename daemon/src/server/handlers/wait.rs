@@ -48,16 +48,10 @@ pub async fn handle(ctx: &Context, conn: &mut Connection, ids: Vec<TaskId>) -> s
     conn.send(&Response::Tasks { tasks }).await
 }
 
-/// Events after which a task may be final.
+/// Events after which a task may be final (a submission can be final at once: its
+/// dependency had already failed).
 fn ends_task(kind: &EventKind) -> bool {
-    matches!(
-        kind,
-        EventKind::Succeeded { .. }
-            | EventKind::Failed { .. }
-            | EventKind::Cancelled
-            | EventKind::DependencyFailed { .. }
-            | EventKind::Submitted { .. }
-    )
+    kind.is_final() || matches!(kind, EventKind::Submitted { .. })
 }
 
 /// Moves each of `ids` that is in a final state from `pending` to `finished`.

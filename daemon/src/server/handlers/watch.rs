@@ -1,6 +1,6 @@
 //! `Watch`: stream events, replaying the log after `since` first.
 
-use orch_protocol::{ErrorReply, Event, EventKind, Response, TaskId};
+use orch_protocol::{ErrorReply, Event, Response, TaskId};
 use tokio::sync::broadcast::error::RecvError;
 
 use super::{no_such_task, store_error};
@@ -112,17 +112,7 @@ impl Stream {
             event: event.clone(),
         })
         .await?;
-        self.ended = self.task.is_some() && is_final(&event.kind);
+        self.ended = self.task.is_some() && event.kind.is_final();
         Ok(())
     }
-}
-
-fn is_final(kind: &EventKind) -> bool {
-    matches!(
-        kind,
-        EventKind::Succeeded { .. }
-            | EventKind::Failed { .. }
-            | EventKind::Cancelled
-            | EventKind::DependencyFailed { .. }
-    )
 }

@@ -1,0 +1,73 @@
+//! `orch` and `orch daemon`: command groups that list their sub-commands.
+
+use nu_plugin::{EngineInterface, EvaluatedCall, SimplePluginCommand};
+use nu_protocol::{Category, Example, LabeledError, Signature, Type, Value};
+
+use crate::OrchestratorPlugin;
+
+/// A command that only shows the help of its group.
+pub struct Group {
+    name: &'static str,
+    description: &'static str,
+    extra_description: &'static str,
+}
+
+/// `orch`
+pub const ORCH: Group = Group {
+    name: "orch",
+    description: "Drive the provisioning orchestrator: a durable task queue and runner.",
+    extra_description: "Start the daemon with `orch daemon start`, submit work with `orch submit`, and follow it with `orch tasks`, `orch watch` and `orch logs`.",
+};
+
+/// `orch daemon`
+pub const DAEMON: Group = Group {
+    name: "orch daemon",
+    description: "Start, stop and inspect the orchestrator daemon.",
+    extra_description: "",
+};
+
+impl SimplePluginCommand for Group {
+    type Plugin = OrchestratorPlugin;
+
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn description(&self) -> &str {
+        self.description
+    }
+
+    fn extra_description(&self) -> &str {
+        self.extra_description
+    }
+
+    fn signature(&self) -> Signature {
+        Signature::build(self.name)
+            .input_output_type(Type::Nothing, Type::String)
+            .category(Category::Custom("orchestrator".into()))
+    }
+
+    fn examples(&self) -> Vec<Example<'_>> {
+        vec![Example {
+            example: self.name,
+            description: "List the commands of this group",
+            result: None,
+        }]
+    }
+
+    fn run(
+        &self,
+        _plugin: &OrchestratorPlugin,
+        engine: &EngineInterface,
+        call: &EvaluatedCall,
+        _input: &Value,
+    ) -> Result<Value, LabeledError> {
+        Ok(Value::string(engine.get_help()?, call.head))
+    }
+}
+
+#[test]
+fn test_examples() {
+    crate::commands::test_examples(&ORCH);
+    crate::commands::test_examples(&DAEMON);
+}

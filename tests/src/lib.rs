@@ -244,6 +244,28 @@ impl Nu {
             .expect("nu runs")
     }
 
+    /// Starts a script that loads the plugin without waiting for it (stdout and stderr
+    /// piped).
+    pub fn spawn(&self, script: &str) -> Child {
+        let script = format!(
+            "plugin use --plugin-config '{}' orchestrator\n{script}",
+            self.registry.display()
+        );
+        Command::new(nu_binary())
+            .arg("--no-config-file")
+            .arg("--plugin-config")
+            .arg(&self.registry)
+            .arg("-c")
+            .arg(script)
+            .current_dir(&self.cwd)
+            .env("PROVISIONING_ORCHESTRATOR_SOCKET", &self.socket)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("nu runs")
+    }
+
     /// Runs a script that loads the plugin; panics with its stderr if it fails.
     pub fn run(&self, script: &str) -> String {
         let out = self.try_run(script);

@@ -267,3 +267,46 @@ fn out_of_range_settings_are_refused_by_field() {
     assert!(err.contains("nothing to run"), "{err}");
     assert_eq!(nu.json("orch tasks | length"), 0);
 }
+
+#[test]
+fn another_user_is_refused_even_when_the_socket_is_opened_up() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: switching to another uid needs root");
+        return;
+    }
+    let daemon = Daemon::start(&[]);
+    // Loosen the file permissions so only the daemon's peer-uid check stands in the way.
+    std::fs::set_permissions(daemon.dir(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(daemon.socket(), std::fs::Permissions::from_mode(0o666)).unwrap();
+    let client = r#"
+import json, socket, struct, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+body = json.dumps({"protocol": 1, "client": "intruder"}).encode()
+s.sendall(struct.pack(">I", len(body)) + body)
+n = struct.unpack(">I", s.recv(4))[0]
+data = b""
+while len(data) < n:
+    data += s.recv(n - len(data))
+print(json.loads(data)["message"])
+"#;
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "/usr/bin/python3",
+            "-c",
+            client,
+        ])
+        .arg(daemon.socket())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("permission denied: uid 65534 is not the daemon's owner"),
+        "stdout: {stdout}\nstderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -46,7 +46,10 @@ impl OrchestratorPlugin {
             // may go again on a fresh connection. A lost answer may only be asked again
             // when asking twice changes nothing.
             if client.send(request).is_ok() {
-                match client.next(&interrupted) {
+                match client
+                    .next(&interrupted)
+                    .and_then(|r| whole(client, r, &interrupted))
+                {
                     Err(e) if e.is_connection_lost() && is_idempotent(request) => {}
                     Err(e) if e.is_connection_lost() || e.is_interrupted() => {
                         *cached = None;
@@ -58,7 +61,9 @@ impl OrchestratorPlugin {
         }
         *cached = None;
         let mut client = Client::connect(&socket, CLIENT_NAME)?;
-        let answer = client.call_interruptible(request, &interrupted);
+        let answer = client
+            .call_interruptible(request, &interrupted)
+            .and_then(|r| whole(&mut client, r, &interrupted));
         if answer.is_ok() || matches!(answer, Err(ClientError::Daemon(_))) {
             *cached = Some(client);
         }
@@ -68,6 +73,21 @@ impl OrchestratorPlugin {
     /// A fresh connection, for streams that keep it busy.
     pub fn connect(&self, engine: &EngineInterface) -> Result<Client, ClientError> {
         Client::connect(&socket_path(engine), CLIENT_NAME)
+    }
+}
+
+/// The whole answer: a task list sent in parts is read to its end.
+pub fn whole(
+    client: &mut Client,
+    answer: Response,
+    interrupted: &dyn Fn() -> bool,
+) -> Result<Response, ClientError> {
+    match answer {
+        Response::Tasks { more: true, .. } => Ok(Response::Tasks {
+            tasks: client.collect_tasks(answer, interrupted)?,
+            more: false,
+        }),
+        other => Ok(other),
     }
 }
 
@@ -121,7 +141,7 @@ pub fn expect_tasks(
     head: Span,
 ) -> Result<Vec<orch_protocol::Task>, LabeledError> {
     match response {
-        Response::Tasks { tasks } => Ok(tasks),
+        Response::Tasks { tasks, .. } => Ok(tasks),
         other => Err(unexpected(other, head)),
     }
 }

@@ -137,6 +137,29 @@ impl Client {
         Ok(())
     }
 
+    /// Reads the remaining parts of a task list whose first part was `first`, and returns
+    /// the whole list.
+    pub fn collect_tasks(
+        &mut self,
+        first: Response,
+        interrupted: &dyn Fn() -> bool,
+    ) -> Result<Vec<crate::Task>, ClientError> {
+        let mut all = Vec::new();
+        let mut part = first;
+        loop {
+            match part {
+                Response::Tasks { tasks, more } => {
+                    all.extend(tasks);
+                    if !more {
+                        return Ok(all);
+                    }
+                }
+                other => return Err(ClientError::Unexpected(format!("{other:?}"))),
+            }
+            part = self.next(interrupted)?;
+        }
+    }
+
     /// Reads the next answer or stream item. An error answer becomes [`ClientError::Daemon`].
     pub fn next(&mut self, interrupted: &dyn Fn() -> bool) -> Result<Response, ClientError> {
         match self.reader.read(&mut self.stream, interrupted)? {

@@ -90,10 +90,14 @@ pub enum Request {
 pub enum Response {
     /// See [`Request::Health`].
     Health(HealthReport),
-    /// A list of tasks.
+    /// A list of tasks, possibly in several frames: `more` says another `Tasks` frame
+    /// follows (long lists are sent in parts that each stay well under the frame limit).
     Tasks {
-        /// The tasks.
+        /// The tasks in this part.
         tasks: Vec<Task>,
+        /// Whether another part follows.
+        #[serde(default)]
+        more: bool,
     },
     /// One task.
     Task {

@@ -79,7 +79,7 @@ fn malformed_frames_get_errors_and_the_connection_survives() {
         })
         .unwrap()
     {
-        Response::Tasks { tasks } => assert!(tasks.is_empty()),
+        Response::Tasks { tasks, more } => assert!(tasks.is_empty() && !more),
         other => panic!("{other:?}"),
     }
 }
@@ -308,5 +308,27 @@ print(json.loads(data)["message"])
         stdout.contains("permission denied: uid 65534 is not the daemon's owner"),
         "stdout: {stdout}\nstderr: {}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn task_lists_larger_than_a_frame_arrive_in_parts() {
+    let daemon = Daemon::start(&["--parallel", "1"]);
+    let nu = daemon.nu();
+    // 2 × 180 tasks with 50 kB of parameters each: every submission fits in a frame,
+    // but the whole list (18 MB) does not.
+    let count = nu.json(
+        "let gate = (orch submit [sh -c 'sleep 60']); \
+         let blob = ('' | fill -c x -w 50000); \
+         let batch = (1..180 | each { {command: [true], after: [$gate.id], params: {blob: $blob}} }); \
+         $batch | orch submit | length | ignore; \
+         let second = ($batch | orch submit); \
+         [($second | length), (orch tasks | length), (orch tasks --status blocked | get 0.id)]",
+    );
+    assert_eq!(count, serde_json::json!([180, 361, 361]));
+    let err = nu.try_run("orch wait --timeout 300ms 361").unwrap_err();
+    assert!(
+        err.contains("the tasks were not all finished when the timeout passed"),
+        "{err}"
     );
 }

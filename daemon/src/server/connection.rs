@@ -2,10 +2,13 @@
 
 use bytes::{Bytes, BytesMut};
 use futures_util::{SinkExt, StreamExt};
-use orch_protocol::{ErrorKind, ErrorReply, MAX_FRAME_LEN, Response};
+use orch_protocol::{ErrorKind, ErrorReply, MAX_FRAME_LEN, Response, Task};
 use serde::Serialize;
 use tokio::net::UnixStream;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
+
+/// The size of JSON after which a task list is continued in another frame.
+pub const TASKS_PART_BYTES: usize = 1024 * 1024;
 
 /// A framed connection to one client.
 pub struct Connection {
@@ -47,6 +50,42 @@ impl Connection {
     pub async fn send_json<T: Serialize>(&mut self, value: &T) -> std::io::Result<()> {
         let body = serde_json::to_vec(value).map_err(std::io::Error::other)?;
         self.framed.send(Bytes::from(body)).await
+    }
+
+    /// Sends a task list in parts of at most about [`TASKS_PART_BYTES`] of JSON each, so
+    /// that no frame nears the limit however long the list is.
+    pub async fn send_tasks(&mut self, tasks: &[Task]) -> std::io::Result<()> {
+        let mut part: Vec<u8> = Vec::new();
+        let mut count = 0;
+        for (i, task) in tasks.iter().enumerate() {
+            let body = serde_json::to_vec(task).map_err(std::io::Error::other)?;
+            if count > 0 {
+                part.push(b',');
+            }
+            part.extend_from_slice(&body);
+            count += 1;
+            let last = i + 1 == tasks.len();
+            if part.len() >= TASKS_PART_BYTES || last {
+                self.send_tasks_part(&part, !last).await?;
+                part.clear();
+                count = 0;
+            }
+        }
+        if tasks.is_empty() {
+            self.send_tasks_part(&[], false).await?;
+        }
+        Ok(())
+    }
+
+    /// One `Tasks` frame around already-serialized, comma-separated task records.
+    async fn send_tasks_part(&mut self, items: &[u8], more: bool) -> std::io::Result<()> {
+        let mut frame = Vec::with_capacity(items.len() + 48);
+        frame.extend_from_slice(br#"{"response":"tasks","more":"#);
+        frame.extend_from_slice(if more { b"true" } else { b"false" });
+        frame.extend_from_slice(br#","tasks":["#);
+        frame.extend_from_slice(items);
+        frame.extend_from_slice(b"]}");
+        self.framed.send(Bytes::from(frame)).await
     }
 
     /// Waits until the client sends anything or hangs up (streams use this to stop).

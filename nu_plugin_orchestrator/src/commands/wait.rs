@@ -9,7 +9,7 @@ use nu_protocol::{
 use orch_protocol::{ClientError, Request};
 
 use crate::OrchestratorPlugin;
-use crate::connection::{expect_tasks, labeled};
+use crate::connection::{expect_tasks, labeled, whole};
 use crate::convert::task_row;
 
 /// `orch wait`
@@ -92,9 +92,10 @@ impl PluginCommand for Wait {
             .map_err(|e| labeled(e, call.head, &[]))?;
         let signals = engine.signals().clone();
         let expired = || deadline.is_some_and(|d| Instant::now() >= d);
-        let answer = client.call_interruptible(&Request::Wait { ids }, &|| {
-            signals.interrupted() || expired()
-        });
+        let stop = || signals.interrupted() || expired();
+        let answer = client
+            .call_interruptible(&Request::Wait { ids }, &stop)
+            .and_then(|first| whole(&mut client, first, &stop));
         let answer = match answer {
             Err(e) if e.is_interrupted() && expired() => {
                 return Err(LabeledError::new("timed out").with_label(

@@ -24,8 +24,8 @@ pub async fn dispatch(
 ) -> std::io::Result<()> {
     match request {
         Request::Health => reply(conn, health::handle(ctx)).await,
-        Request::Submit { tasks } => reply(conn, submit::handle(ctx, tasks).await).await,
-        Request::List { filter } => reply(conn, list::handle(ctx, &filter)).await,
+        Request::Submit { tasks } => reply_tasks(conn, submit::handle(ctx, tasks).await).await,
+        Request::List { filter } => reply_tasks(conn, list::handle(ctx, &filter)).await,
         Request::Get { id } => reply(conn, get::handle(ctx, id)).await,
         Request::Wait { ids } => wait::handle(ctx, conn, ids).await,
         Request::Cancel { id } => reply(conn, cancel::handle(ctx, id).await).await,
@@ -40,6 +40,17 @@ pub async fn dispatch(
 async fn reply(conn: &mut Connection, result: Result<Response, ErrorReply>) -> std::io::Result<()> {
     let response = result.unwrap_or_else(Response::Error);
     conn.send(&response).await
+}
+
+/// Sends a handler's task list (in parts when it is long), or its error.
+async fn reply_tasks(
+    conn: &mut Connection,
+    result: Result<Vec<orch_protocol::Task>, ErrorReply>,
+) -> std::io::Result<()> {
+    match result {
+        Ok(tasks) => conn.send_tasks(&tasks).await,
+        Err(reply) => conn.send(&Response::Error(reply)).await,
+    }
 }
 
 /// A store failure as an error answer.

@@ -44,8 +44,8 @@ pub async fn handle(ctx: &Context, conn: &mut Connection, ids: Vec<TaskId>) -> s
         let reply = ErrorReply::new(ErrorKind::Unavailable, "the daemon is shutting down");
         return conn.send(&Response::Error(reply)).await;
     }
-    let tasks = ids.iter().map(|id| finished[id].clone()).collect();
-    conn.send(&Response::Tasks { tasks }).await
+    let tasks: Vec<Task> = ids.iter().map(|id| finished[id].clone()).collect();
+    conn.send_tasks(&tasks).await
 }
 
 /// Events after which a task may be final (a submission can be final at once: its

@@ -65,7 +65,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let runner = Runner::new(RunnerConfig {
         nu_binary: cli.nu_binary.clone(),
         logs_dir: logs_dir.clone(),
-        default_cwd: data_dir.clone(),
+        data_dir: data_dir.clone(),
     });
     let parts = EngineParts {
         committer,

@@ -1,90 +1,93 @@
 //! Processes a crashed daemon left behind.
 //!
-//! A task's attempt runs in its own process group, whose id is recorded in the store once
-//! the process starts. When a daemon is killed, those groups keep running; the next
-//! daemon stops them before the interrupted attempt is retried, so an attempt never runs
-//! twice at the same time. A process is only killed when it is in the recorded group
-//! *and* its environment carries the task's `ORCH_TASK_ID`, so a reused process id is
-//! never mistaken for a leftover.
+//! When a daemon is killed, the processes of its running attempts keep running. Every
+//! process of an attempt carries two environment entries that the runner sets and that
+//! children inherit: `ORCH_TASK_ID=<id>` and `ORCH_DATA_DIR=<the daemon's data dir>`. On
+//! restart, before an interrupted attempt is retried, every process that carries both
+//! markers for an interrupted task is killed, so an attempt never runs twice at the same
+//! time. The markers, not a recorded process id, decide: a process started in the instant
+//! before the crash (before its id could be recorded) is found too, and a reused process
+//! id is never mistaken for a leftover. (A process that clears its own environment escapes
+//! this; its process group id is still shown by `orch task` while it runs.)
 
+use std::collections::HashSet;
 use std::fs;
+use std::path::Path;
 
 use orch_protocol::TaskId;
 
-/// Kills (SIGKILL) every process of group `pgid` that belongs to task `id`; returns how
-/// many were found.
-pub fn kill_leftovers(id: TaskId, pgid: u32) -> usize {
-    let marker = format!("ORCH_TASK_ID={id}");
+/// The environment entry naming the daemon (its data directory) that started a process.
+pub const DATA_DIR_ENV: &str = "ORCH_DATA_DIR";
+
+/// Kills (SIGKILL) every process that belongs to one of `tasks` of the daemon whose data
+/// directory is `data_dir`; returns how many were killed.
+pub fn kill_leftovers(data_dir: &Path, tasks: &HashSet<TaskId>) -> usize {
+    if tasks.is_empty() {
+        return 0;
+    }
+    let owner = format!("{DATA_DIR_ENV}={}", data_dir.display());
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return 0;
+    };
     let mut killed = 0;
-    for pid in members_of_group(pgid) {
-        if has_env_entry(pid, &marker) {
+    for pid in entries.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()) {
+        let Some(task) = leftover_of(pid, &owner) else {
+            continue;
+        };
+        if tasks.contains(&task) {
             // SAFETY: kill(2) has no memory-safety preconditions.
             unsafe {
                 libc::kill(pid as libc::pid_t, libc::SIGKILL);
             }
+            tracing::warn!(task, pid, "stopped a process left by the previous daemon");
             killed += 1;
         }
-    }
-    if killed > 0 {
-        tracing::warn!(
-            task = id,
-            process_group = pgid,
-            killed,
-            "stopped processes left by the previous daemon"
-        );
     }
     killed
 }
 
-/// Process ids whose process group is `pgid`.
-fn members_of_group(pgid: u32) -> Vec<u32> {
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| process_group_of(*pid) == Some(pgid))
-        .collect()
-}
-
-/// The process group of `pid`, from `/proc/PID/stat` (the fifth field; the second, the
-/// command name, is in parentheses and may contain spaces).
-fn process_group_of(pid: u32) -> Option<u32> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    after_name.split_whitespace().nth(2)?.parse().ok()
-}
-
-fn has_env_entry(pid: u32, entry: &str) -> bool {
-    fs::read(format!("/proc/{pid}/environ"))
-        .map(|env| env.split(|b| *b == 0).any(|e| e == entry.as_bytes()))
-        .unwrap_or(false)
+/// The task a process belongs to, when its environment carries `owner` and a task id.
+fn leftover_of(pid: u32, owner: &str) -> Option<TaskId> {
+    let environ = fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let mut task = None;
+    let mut owned = false;
+    for entry in environ.split(|b| *b == 0) {
+        if entry == owner.as_bytes() {
+            owned = true;
+        } else if let Some(id) = entry.strip_prefix(b"ORCH_TASK_ID=") {
+            task = std::str::from_utf8(id).ok()?.parse().ok();
+        }
+    }
+    task.filter(|_| owned)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::process::CommandExt;
+
+    fn sleeper(task: &str, data_dir: &str) -> std::process::Child {
+        std::process::Command::new("sleep")
+            .arg("30")
+            .env("ORCH_TASK_ID", task)
+            .env(DATA_DIR_ENV, data_dir)
+            .spawn()
+            .unwrap()
+    }
 
     #[test]
-    fn kills_only_the_tasks_own_processes() {
-        let mut mine = std::process::Command::new("sleep")
-            .arg("30")
-            .env("ORCH_TASK_ID", "77")
-            .process_group(0)
-            .spawn()
-            .unwrap();
-        let mut other = std::process::Command::new("sleep")
-            .arg("30")
-            .env("ORCH_TASK_ID", "78")
-            .process_group(0)
-            .spawn()
-            .unwrap();
-        assert_eq!(kill_leftovers(77, other.id()), 0, "wrong task id: spared");
-        assert_eq!(kill_leftovers(77, mine.id()), 1);
-        let status = mine.wait().unwrap();
-        assert!(!status.success());
-        other.kill().unwrap();
-        other.wait().unwrap();
+    fn kills_only_the_processes_of_its_own_interrupted_tasks() {
+        let mut mine = sleeper("77", "/tmp/orphans-test-a");
+        let mut other_task = sleeper("78", "/tmp/orphans-test-a");
+        let mut other_daemon = sleeper("77", "/tmp/orphans-test-b");
+        // /proc/PID/environ is readable once the child has exec'd.
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let killed = kill_leftovers(Path::new("/tmp/orphans-test-a"), &HashSet::from([77]));
+        assert_eq!(killed, 1);
+        assert!(!mine.wait().unwrap().success());
+        for child in [&mut other_task, &mut other_daemon] {
+            assert!(child.try_wait().unwrap().is_none(), "spared");
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
     }
 }

@@ -46,8 +46,9 @@ pub struct RunnerConfig {
     pub nu_binary: PathBuf,
     /// Where per-task log files go.
     pub logs_dir: PathBuf,
-    /// The working directory of tasks that do not name one.
-    pub default_cwd: PathBuf,
+    /// The daemon's data directory: the working directory of tasks that do not name one,
+    /// and the owner marker in every task's environment (see [`crate::orphans`]).
+    pub data_dir: PathBuf,
 }
 
 /// Starts attempts and reports their ends to the engine.
@@ -69,6 +70,11 @@ impl Runner {
             config: Arc::new(config),
             mailbox: None,
         }
+    }
+
+    /// The daemon's data directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.config.data_dir
     }
 
     /// The same runner, reporting to `mailbox`.
@@ -158,11 +164,12 @@ impl Runner {
         };
         let params = serde_json::to_string(&spec.params).expect("JSON values serialize");
         process
-            .current_dir(spec.cwd.as_deref().unwrap_or(&self.config.default_cwd))
+            .current_dir(spec.cwd.as_deref().unwrap_or(&self.config.data_dir))
             .envs(&spec.env)
             .env("ORCH_TASK_ID", launch.id.to_string())
             .env("ORCH_ATTEMPT", launch.attempt.to_string())
             .env("ORCH_PARAMS", params)
+            .env(crate::orphans::DATA_DIR_ENV, &self.config.data_dir)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

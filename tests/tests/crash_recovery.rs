@@ -129,3 +129,66 @@ fn graceful_stop_requeues_running_tasks_without_using_a_retry() {
         serde_json::json!(["interrupted: the daemon stopped", "exit code 0"])
     );
 }
+
+#[test]
+fn repeated_kill_9_during_a_burst_keeps_every_guarantee() {
+    let mut daemon = Daemon::start(&["--parallel", "6"]);
+    let nu = daemon.nu();
+    let out = daemon.dir().join("ran.txt");
+    // Half the tasks depend on the one before them, so releases are interrupted too.
+    let script = format!("sleep 0.05; echo $ORCH_TASK_ID >> {}", out.display());
+    nu.run(&format!(
+        "1..150 | each {{|i| {{command: [sh -c '{script}'], retries: 5, backoff: 10ms, after: (if $i mod 2 == 0 {{ [($i - 1)] }} else {{ [] }})}} }} | orch submit | ignore"
+    ));
+    let count_runs = || {
+        let mut runs: BTreeMap<u64, usize> = BTreeMap::new();
+        for line in std::fs::read_to_string(&out).unwrap_or_default().lines() {
+            *runs.entry(line.parse().unwrap()).or_default() += 1;
+        }
+        runs
+    };
+    // (tasks succeeded before a kill, how often each had run by then)
+    let mut checkpoints = Vec::new();
+    for round in 1..=3u64 {
+        eventually(Duration::from_secs(60), "progress before the kill", || {
+            let n = nu
+                .json("orch tasks --status succeeded | length")
+                .as_u64()
+                .unwrap();
+            (n >= round * 25).then_some(())
+        });
+        let succeeded = ids(nu.json("orch tasks --status succeeded | get id"));
+        daemon.kill9();
+        checkpoints.push((succeeded, count_runs()));
+        daemon.restart();
+    }
+    let statuses = nu.json("1..150 | orch wait --timeout 2min | get status | uniq");
+    assert_eq!(statuses, serde_json::json!(["succeeded"]));
+    let runs = count_runs();
+    assert_eq!(runs.len(), 150, "every task ran");
+    // Nothing that had succeeded when the daemon was killed ran again afterwards. (An
+    // attempt interrupted by a kill may have finished its work while the daemon was down,
+    // so a task can appear twice; but never after its success was recorded.)
+    for (succeeded, runs_then) in &checkpoints {
+        for id in succeeded {
+            assert_eq!(
+                runs[id], runs_then[id],
+                "task {id} succeeded before a kill and ran again"
+            );
+        }
+    }
+    // Dependencies held across the crashes: each even task finished after its odd one.
+    let order: Vec<u64> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    let position = |id: u64| order.iter().position(|x| *x == id).unwrap();
+    for even in (2..=150).step_by(2) {
+        assert!(
+            position(even - 1) < position(even),
+            "task {even} ran before task {}",
+            even - 1
+        );
+    }
+}

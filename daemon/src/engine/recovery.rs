@@ -2,8 +2,8 @@
 //!
 //! Queued tasks go back in the queue, blocked ones wait on their dependencies again,
 //! retry timers are re-armed, and an attempt that was running when the daemon died is
-//! recorded as interrupted and follows the task's retry policy. Succeeded tasks are left
-//! alone, so they never run again.
+//! recorded as interrupted and follows the task's retry policy, once the processes it left
+//! running are stopped. Succeeded tasks are left alone, so they never run again.
 
 use std::time::Duration;
 
@@ -19,16 +19,7 @@ impl Engine {
         let mut interrupted = Vec::new();
         for task in snapshot.tasks {
             match &task.state {
-                TaskState::Running {
-                    attempt,
-                    process_group,
-                    ..
-                } => {
-                    if let Some(pgid) = process_group {
-                        crate::orphans::kill_leftovers(task.id, *pgid);
-                    }
-                    interrupted.push((task.id, *attempt));
-                }
+                TaskState::Running { attempt, .. } => interrupted.push((task.id, *attempt)),
                 TaskState::RetryWaiting { retry_at, .. } => {
                     let delay = (*retry_at - Utc::now()).to_std().unwrap_or(Duration::ZERO);
                     self.pending.timers.push((task.id, delay));
@@ -43,6 +34,8 @@ impl Engine {
                 self.ready.push(task.spec.priority, id);
             }
         }
+        let ids = interrupted.iter().map(|(id, _)| *id).collect();
+        crate::orphans::kill_leftovers(self.runner.data_dir(), &ids);
         for (id, attempt) in interrupted {
             tracing::warn!(task = id, attempt, "attempt interrupted by a daemon stop");
             self.finish_attempt(id, AttemptOutcome::Interrupted);

@@ -88,6 +88,12 @@ pub fn ids_from_value(value: &Value, out: &mut Vec<u64>) -> Result<(), LabeledEr
                 ids_from_value(v, out)?;
             }
         }
+        Value::Range { val, .. } => {
+            let span = value.span();
+            for v in val.into_range_iter(span, nu_protocol::Signals::empty()) {
+                ids_from_value(&v, out)?;
+            }
+        }
         Value::Nothing { .. } => {}
         other => {
             return Err(LabeledError::new("not a task id").with_label(

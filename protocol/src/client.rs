@@ -94,10 +94,19 @@ impl Client {
             protocol: PROTOCOL_VERSION,
             client: client_name.to_string(),
         };
-        write_frame(&mut client.stream, &hello)?;
-        let answer: serde_json::Value = client.reader.read(&mut client.stream, &never)?;
-        client.welcome = parse_welcome(answer)?;
-        Ok(client)
+        // A daemon that refuses this peer answers and hangs up without reading, so the
+        // hello may fail to send while the refusal is already waiting to be read.
+        let sent = write_frame(&mut client.stream, &hello);
+        let answer = client
+            .reader
+            .read::<serde_json::Value>(&mut client.stream, &never);
+        match (answer, sent) {
+            (Ok(answer), _) => {
+                client.welcome = parse_welcome(answer)?;
+                Ok(client)
+            }
+            (Err(_), Err(e)) | (Err(e), Ok(())) => Err(e.into()),
+        }
     }
 
     /// Connects to the default socket ([`paths::default_socket_path`]).

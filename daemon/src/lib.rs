@@ -61,6 +61,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let (committer, writer) = GroupCommitter::start(store.clone());
     let shutdown = CancellationToken::new();
     shutdown::cancel_on_signals(shutdown.clone())?;
+    // Cancelled when a state change cannot be committed: the daemon stops at once,
+    // acting on nothing more (the next start recovers from the last durable state).
+    let fatal = CancellationToken::new();
+    let stop_serving = shutdown.clone();
+    let on_fatal = fatal.clone();
+    tokio::spawn(async move {
+        on_fatal.cancelled().await;
+        stop_serving.cancel();
+    });
     let bus = events::EventBus::default();
     let runner = Runner::new(RunnerConfig {
         nu_binary: cli.nu_binary.clone(),
@@ -72,7 +81,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         bus: bus.clone(),
         runner,
         parallel_limit: cli.parallel as usize,
-        fatal: shutdown.clone(),
+        fatal: fatal.clone(),
     };
     let (engine, engine_task) = Engine::start(snapshot, parts)
         .await
@@ -90,6 +99,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     });
     tracing::info!(socket = %socket_path.display(), data_dir = %data_dir.display(), pid = std::process::id(), "listening");
     server::serve(listener, ctx.clone()).await;
+    if fatal.is_cancelled() {
+        anyhow::bail!(
+            "a state change could not be committed to the store; stopped without acting on it (see orchestrator.log)"
+        );
+    }
     tracing::info!("stopping: running tasks are stopped and requeued");
     engine.shutdown().await;
     let _ = engine_task.await;

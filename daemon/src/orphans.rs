@@ -20,30 +20,52 @@ use orch_protocol::TaskId;
 pub const DATA_DIR_ENV: &str = "ORCH_DATA_DIR";
 
 /// Kills (SIGKILL) every process that belongs to one of `tasks` of the daemon whose data
-/// directory is `data_dir`; returns how many were killed.
+/// directory is `data_dir`, with the process groups they lead; scans again until none is
+/// left (a leftover may fork while it is being killed). Returns how many were killed.
 pub fn kill_leftovers(data_dir: &Path, tasks: &HashSet<TaskId>) -> usize {
     if tasks.is_empty() {
         return 0;
     }
     let owner = format!("{DATA_DIR_ENV}={}", data_dir.display());
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return 0;
-    };
     let mut killed = 0;
-    for pid in entries.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()) {
-        let Some(task) = leftover_of(pid, &owner) else {
-            continue;
-        };
-        if tasks.contains(&task) {
-            // SAFETY: kill(2) has no memory-safety preconditions.
+    for _ in 0..10 {
+        let found = find_leftovers(&owner, tasks);
+        if found.is_empty() {
+            break;
+        }
+        for (pid, task) in found {
+            // SAFETY: kill(2) has no memory-safety preconditions. A negative pid names the
+            // group the process leads (if it leads one; otherwise the call fails harmlessly).
             unsafe {
+                libc::kill(-(pid as libc::pid_t), libc::SIGKILL);
                 libc::kill(pid as libc::pid_t, libc::SIGKILL);
             }
             tracing::warn!(task, pid, "stopped a process left by the previous daemon");
             killed += 1;
         }
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
     killed
+}
+
+/// Live (not zombie) processes that carry `owner` and one of `tasks`.
+fn find_leftovers(owner: &str, tasks: &HashSet<TaskId>) -> Vec<(u32, TaskId)> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| !is_zombie(*pid))
+        .filter_map(|pid| Some((pid, leftover_of(pid, owner)?)))
+        .filter(|(_, task)| tasks.contains(task))
+        .collect()
+}
+
+fn is_zombie(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rfind(')')
+            .is_some_and(|end| stat[end + 1..].trim_start().starts_with('Z'))
+    })
 }
 
 /// The task a process belongs to, when its environment carries `owner` and a task id.

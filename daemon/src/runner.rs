@@ -130,15 +130,21 @@ impl Runner {
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
         let progress = Some((self.clone(), launch.id, launch.attempt));
-        let out = tokio::spawn(pump_output(stdout, log.clone(), progress));
-        let err = tokio::spawn(pump_output(stderr, log, None));
+        let mut out = tokio::spawn(pump_output(stdout, log.clone(), progress));
+        let mut err = tokio::spawn(pump_output(stderr, log, None));
         let outcome = supervise(&mut child, launch.spec.timeout_ms, &launch.token).await;
-        // Output after the process ended is still logged, for a short while.
-        let _ = tokio::time::timeout(DRAIN_GRACE, async {
-            let _ = out.await;
-            let _ = err.await;
+        // Output after the process ended is still logged, for a short while; a background
+        // child that keeps the pipes open is not followed further (its output is dropped,
+        // and the pipes are closed on our side).
+        let drained = tokio::time::timeout(DRAIN_GRACE, async {
+            let _ = (&mut out).await;
+            let _ = (&mut err).await;
         })
         .await;
+        if drained.is_err() {
+            out.abort();
+            err.abort();
+        }
         outcome
     }
 

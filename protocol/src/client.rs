@@ -12,6 +12,9 @@ use crate::{PROTOCOL_VERSION, paths};
 /// How often a blocked read wakes up to ask whether the caller was interrupted.
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
 
+/// How long a daemon may take to answer the handshake before it counts as not answering.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Why a client call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -24,6 +27,14 @@ pub enum ClientError {
     NotRunning {
         /// The socket that was tried.
         socket: PathBuf,
+    },
+    /// Something accepted the connection but did not complete the handshake in time.
+    #[error("the daemon on {} accepted the connection but did not answer within {seconds}s", socket.display())]
+    NoAnswer {
+        /// The socket that was tried.
+        socket: PathBuf,
+        /// How long the client waited.
+        seconds: u64,
     },
     /// The connection failed after it was made.
     #[error("connection to the daemon failed: {0}")]
@@ -97,14 +108,20 @@ impl Client {
         // A daemon that refuses this peer answers and hangs up without reading, so the
         // hello may fail to send while the refusal is already waiting to be read.
         let sent = write_frame(&mut client.stream, &hello);
+        let deadline = std::time::Instant::now() + HANDSHAKE_TIMEOUT;
+        let late = || std::time::Instant::now() >= deadline;
         let answer = client
             .reader
-            .read::<serde_json::Value>(&mut client.stream, &never);
+            .read::<serde_json::Value>(&mut client.stream, &late);
         match (answer, sent) {
             (Ok(answer), _) => {
                 client.welcome = parse_welcome(answer)?;
                 Ok(client)
             }
+            (Err(FrameError::Interrupted), _) => Err(ClientError::NoAnswer {
+                socket: socket.to_path_buf(),
+                seconds: HANDSHAKE_TIMEOUT.as_secs(),
+            }),
             (Err(_), Err(e)) | (Err(e), Ok(())) => Err(e.into()),
         }
     }

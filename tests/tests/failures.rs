@@ -134,3 +134,45 @@ fn a_missing_program_fails_with_its_reason() {
     let log = nu.run("orch logs 1");
     assert!(log.contains("could not start the task"), "{log}");
 }
+
+#[test]
+fn retrying_one_failed_dependency_keeps_a_dependant_failed_by_another() {
+    let daemon = Daemon::start(&[]);
+    let nu = daemon.nu();
+    let marker = daemon.dir().join("second-try");
+    // A fails the first time only; D always fails; C needs both.
+    let result = nu.json(&format!(
+        "let a = (orch submit [sh -c 'if [ -f {m} ]; then exit 0; else touch {m}; exit 1; fi']); \
+         let d = (orch submit false); \
+         let c = (orch submit --after [$a.id $d.id] echo c); \
+         orch wait $a.id $d.id $c.id | ignore; \
+         orch retry $a.id | ignore; \
+         orch wait --timeout 30sec $a.id $c.id | select id status error",
+        m = marker.display()
+    ));
+    assert_eq!(
+        result,
+        serde_json::json!([
+            {"id": 1, "status": "succeeded", "error": null},
+            {"id": 3, "status": "dependency_failed", "error": "dependency 2 did not succeed"}
+        ])
+    );
+}
+
+#[test]
+fn a_cancel_in_progress_survives_a_graceful_stop() {
+    let mut daemon = Daemon::start(&[]);
+    let nu = daemon.nu();
+    // The task ignores SIGTERM, so the cancel waits out the grace period before SIGKILL.
+    nu.run("orch submit [sh -c \"trap '' TERM; while true; do sleep 0.05; done\"] | ignore");
+    eventually(Duration::from_secs(10), "task 1 to run", || {
+        (nu.json("orch task 1 | get status") == "running").then_some(())
+    });
+    let mut cancel = nu.spawn("orch cancel 1 | get status");
+    std::thread::sleep(Duration::from_millis(500));
+    let status = daemon.terminate();
+    assert!(status.success(), "{status}");
+    let _ = cancel.wait();
+    daemon.restart();
+    assert_eq!(nu.json("orch task 1 | get status"), "cancelled");
+}

@@ -82,6 +82,8 @@ pub enum Command {
     RetryDue {
         /// Which task.
         id: TaskId,
+        /// The attempt the delay was for (a timer of an earlier round is ignored).
+        next_attempt: u32,
     },
     /// Stop starting tasks, stop the running ones, requeue them durably, then answer.
     Shutdown {
@@ -137,6 +139,9 @@ struct Running {
     stop: Option<StopReason>,
 }
 
+/// A retry timer: task, attempt it is for, delay.
+type Timer = (TaskId, u32, Duration);
+
 /// Work to do once a batch is durable (or has failed).
 type AfterCommit = Box<dyn FnOnce(Result<(), &StoreError>) + Send>;
 
@@ -145,7 +150,7 @@ type AfterCommit = Box<dyn FnOnce(Result<(), &StoreError>) + Send>;
 struct Pending {
     batch: WriteBatch,
     launches: Vec<Launch>,
-    timers: Vec<(TaskId, Duration)>,
+    timers: Vec<Timer>,
     after_commit: Vec<AfterCommit>,
 }
 
@@ -251,7 +256,7 @@ impl Engine {
                 attempt,
                 progress,
             } => self.progress(id, attempt, progress),
-            Command::RetryDue { id } => self.retry_due(id),
+            Command::RetryDue { id, next_attempt } => self.retry_due(id, next_attempt),
             Command::Shutdown { done } => self.begin_shutdown(done),
         }
     }
@@ -306,8 +311,8 @@ impl Engine {
                 for launch in pending.launches {
                     runner.launch(&runtime, launch);
                 }
-                for (id, delay) in pending.timers {
-                    schedule_retry(&runtime, mailbox.clone(), id, delay);
+                for timer in pending.timers {
+                    schedule_retry(&runtime, mailbox.clone(), timer);
                 }
             }
             for then in pending.after_commit {
@@ -316,10 +321,10 @@ impl Engine {
         });
     }
 
-    fn schedule_timers(&self, timers: Vec<(TaskId, Duration)>) {
+    fn schedule_timers(&self, timers: Vec<Timer>) {
         let runtime = tokio::runtime::Handle::current();
-        for (id, delay) in timers {
-            schedule_retry(&runtime, self.mailbox.clone(), id, delay);
+        for timer in timers {
+            schedule_retry(&runtime, self.mailbox.clone(), timer);
         }
     }
 
@@ -385,7 +390,8 @@ impl Engine {
     fn begin_shutdown(&mut self, done: oneshot::Sender<()>) {
         self.shutdown_waiter = Some(done);
         for running in self.running.values_mut() {
-            running.stop = Some(StopReason::Shutdown);
+            // A cancel already under way stays a cancel.
+            running.stop.get_or_insert(StopReason::Shutdown);
             running.token.cancel();
         }
     }
@@ -394,12 +400,11 @@ impl Engine {
 fn schedule_retry(
     runtime: &tokio::runtime::Handle,
     mailbox: mpsc::UnboundedSender<Command>,
-    id: TaskId,
-    delay: Duration,
+    (id, next_attempt, delay): Timer,
 ) {
     runtime.spawn(async move {
         tokio::time::sleep(delay).await;
-        let _ = mailbox.send(Command::RetryDue { id });
+        let _ = mailbox.send(Command::RetryDue { id, next_attempt });
     });
 }
 

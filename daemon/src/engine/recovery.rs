@@ -20,9 +20,12 @@ impl Engine {
         for task in snapshot.tasks {
             match &task.state {
                 TaskState::Running { attempt, .. } => interrupted.push((task.id, *attempt)),
-                TaskState::RetryWaiting { retry_at, .. } => {
+                TaskState::RetryWaiting {
+                    retry_at,
+                    next_attempt,
+                } => {
                     let delay = (*retry_at - Utc::now()).to_std().unwrap_or(Duration::ZERO);
-                    self.pending.timers.push((task.id, delay));
+                    self.pending.timers.push((task.id, *next_attempt, delay));
                 }
                 TaskState::Blocked { .. } => self.enter(&task),
                 _ => {}

@@ -13,6 +13,10 @@ use crate::store::TaskWrite;
 /// The longest timeout or retry delay accepted: a year.
 const MAX_DELAY_MS: u64 = 365 * 24 * 3600 * 1000;
 
+/// The largest task spec accepted, as JSON: far enough below the frame limit that any
+/// answer carrying the task (with its history) still fits in a frame.
+const MAX_SPEC_BYTES: usize = 4 * 1024 * 1024;
+
 /// Checks a spec on its own (dependencies are checked by the engine).
 fn validate(spec: &TaskSpec, index: usize) -> Result<(), ErrorReply> {
     let bad = |field: &str, message: String| {
@@ -49,8 +53,19 @@ fn validate(spec: &TaskSpec, index: usize) -> Result<(), ErrorReply> {
         _ if spec.label.as_deref().is_some_and(|l| l.trim().is_empty()) => {
             bad("label", "the label is empty".into())
         }
+        _ if spec_size(spec) > MAX_SPEC_BYTES => bad(
+            "params",
+            format!(
+                "the task is {} bytes as JSON; the limit is {MAX_SPEC_BYTES} (pass large data as a file)",
+                spec_size(spec)
+            ),
+        ),
         _ => Ok(()),
     }
+}
+
+fn spec_size(spec: &TaskSpec) -> usize {
+    serde_json::to_vec(spec).map_or(usize::MAX, |v| v.len())
 }
 
 impl Engine {
@@ -178,18 +193,20 @@ impl Engine {
         };
         let status = task.state.status();
         if status.is_final() {
-            let _ = reply.send(Err(ErrorReply::field(
+            let error = ErrorReply::field(
                 ErrorKind::Conflict,
                 "id",
                 format!(
                     "task {id} is already {}; there is nothing to cancel",
                     status.as_str()
                 ),
-            )));
+            );
+            self.reply_after_commit(reply, error);
             return;
         }
         if let Some(running) = self.running.get_mut(&id) {
-            running.stop.get_or_insert(StopReason::Cancel);
+            // A cancel wins over a shutdown in progress: the task must not be requeued.
+            running.stop = Some(StopReason::Cancel);
             running.token.cancel();
             self.cancel_waiters.entry(id).or_default().push(reply);
             return;
@@ -213,23 +230,27 @@ impl Engine {
         };
         let status = task.state.status();
         if !status.is_final() || status == TaskStatus::Succeeded {
-            let _ = reply.send(Err(ErrorReply::field(
+            let error = ErrorReply::field(
                 ErrorKind::Conflict,
                 "id",
                 format!(
                     "task {id} is {}; only failed, cancelled or dependency_failed tasks can be retried",
                     status.as_str()
                 ),
-            )));
+            );
+            self.reply_after_commit(reply, error);
             return;
         }
         let state = self.initial_state(&task.spec.after);
         if let TaskState::DependencyFailed { dependency, .. } = state {
-            let _ = reply.send(Err(ErrorReply::field(
+            let error = ErrorReply::field(
                 ErrorKind::Conflict,
                 "id",
-                format!("task {id} depends on task {dependency}, which did not succeed: retry that one first"),
-            )));
+                format!(
+                    "task {id} depends on task {dependency}, which did not succeed: retry that one first"
+                ),
+            );
+            self.reply_after_commit(reply, error);
             return;
         }
         self.requeue(id, state);
@@ -237,6 +258,15 @@ impl Engine {
         let task = snapshot_of(&self.tasks, id);
         self.after_commit(move |result| {
             let _ = reply.send(result.map(|()| task).map_err(internal));
+        });
+    }
+
+    /// Answers with an error that was decided from the in-memory state, once that state
+    /// is durable (so a client never sees, say, "already succeeded" before it is true on
+    /// disk).
+    fn reply_after_commit(&mut self, reply: Reply<Task>, error: ErrorReply) {
+        self.after_commit(move |_| {
+            let _ = reply.send(Err(error));
         });
     }
 
@@ -251,7 +281,7 @@ impl Engine {
 
     /// Tasks that were failed because `root` failed go back to waiting for it.
     fn revive_dependants(&mut self, root: TaskId) {
-        let revived: Vec<TaskId> = self
+        let mut revived: Vec<TaskId> = self
             .tasks
             .values()
             .filter(|t| {
@@ -259,20 +289,20 @@ impl Engine {
             })
             .map(|t| t.id)
             .collect();
+        // Dependencies before dependants (a task can only depend on older ones), so each
+        // task sees its dependencies' new states.
+        revived.sort_unstable();
         for id in revived {
-            let waiting_on: Vec<TaskId> = self.tasks[&id]
-                .spec
-                .after
-                .iter()
-                .copied()
-                .filter(|d| self.tasks[d].state.status() != TaskStatus::Succeeded)
-                .collect();
-            let state = if waiting_on.is_empty() {
-                TaskState::Queued { since: Utc::now() }
-            } else {
-                TaskState::Blocked { waiting_on }
-            };
-            self.requeue(id, state);
+            let after = self.tasks[&id].spec.after.clone();
+            match self.initial_state(&after) {
+                // Another dependency failed too: it stays failed, now naming that one.
+                TaskState::DependencyFailed { dependency, at } => self.transition(
+                    id,
+                    TaskState::DependencyFailed { dependency, at },
+                    EventKind::DependencyFailed { dependency },
+                ),
+                state => self.requeue(id, state),
+            }
         }
     }
 
@@ -354,7 +384,7 @@ impl Engine {
                     retry_at,
                 },
             );
-            self.pending.timers.push((id, delay));
+            self.pending.timers.push((id, next_attempt, delay));
         } else {
             self.transition(
                 id,
@@ -462,11 +492,12 @@ impl Engine {
         self.log_event(id, EventKind::Progress { progress });
     }
 
-    pub(super) fn retry_due(&mut self, id: TaskId) {
+    pub(super) fn retry_due(&mut self, id: TaskId, attempt: u32) {
         let Some(task) = self.tasks.get(&id) else {
             return;
         };
-        if !matches!(task.state, TaskState::RetryWaiting { .. }) {
+        if !matches!(task.state, TaskState::RetryWaiting { next_attempt, .. } if next_attempt == attempt)
+        {
             return;
         }
         let priority = task.spec.priority;

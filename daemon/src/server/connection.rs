@@ -57,24 +57,20 @@ impl Connection {
     pub async fn send_tasks(&mut self, tasks: &[Task]) -> std::io::Result<()> {
         let mut part: Vec<u8> = Vec::new();
         let mut count = 0;
-        for (i, task) in tasks.iter().enumerate() {
+        for task in tasks {
             let body = serde_json::to_vec(task).map_err(std::io::Error::other)?;
+            if count > 0 && part.len() + body.len() > TASKS_PART_BYTES {
+                self.send_tasks_part(&part, true).await?;
+                part.clear();
+                count = 0;
+            }
             if count > 0 {
                 part.push(b',');
             }
             part.extend_from_slice(&body);
             count += 1;
-            let last = i + 1 == tasks.len();
-            if part.len() >= TASKS_PART_BYTES || last {
-                self.send_tasks_part(&part, !last).await?;
-                part.clear();
-                count = 0;
-            }
         }
-        if tasks.is_empty() {
-            self.send_tasks_part(&[], false).await?;
-        }
-        Ok(())
+        self.send_tasks_part(&part, false).await
     }
 
     /// One `Tasks` frame around already-serialized, comma-separated task records.

@@ -49,7 +49,11 @@ pub async fn serve(listener: UnixListener, ctx: Arc<Context>) {
                     let ctx = ctx.clone();
                     tokio::spawn(async move { serve_connection(stream, ctx).await });
                 }
-                Err(e) => tracing::warn!(error = %e, "accept failed"),
+                Err(e) => {
+                    // Typically out of file descriptors: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
             },
         }
     }

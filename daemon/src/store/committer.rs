@@ -82,6 +82,9 @@ impl GroupCommitter {
 
 fn writer_loop(store: &dyn Store, rx: Receiver<Job>) -> CommitStats {
     let mut stats = CommitStats::default();
+    // After a failed commit nothing more is written: later batches were computed from
+    // state that never became durable.
+    let mut failed: Option<StoreError> = None;
     while let Ok(first) = rx.recv() {
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
@@ -97,16 +100,19 @@ fn writer_loop(store: &dyn Store, rx: Receiver<Job>) -> CommitStats {
             completions.push(job.done);
         }
         let started = Instant::now();
-        let result = if merged.is_empty() {
-            Ok(())
-        } else {
-            store.commit(&merged)
+        let result = match &failed {
+            Some(e) => Err(StoreError::Backend(format!(
+                "not written: an earlier commit failed ({e})"
+            ))),
+            None if merged.is_empty() => Ok(()),
+            None => store.commit(&merged),
         };
         stats.transactions += 1;
         stats.batches += completions.len() as u64;
         stats.commit_micros += started.elapsed().as_micros() as u64;
-        if let Err(e) = &result {
+        if let (Err(e), None) = (&result, &failed) {
             tracing::error!(error = %e, "commit failed");
+            failed = Some(e.clone());
         }
         for done in completions {
             done(result.clone());

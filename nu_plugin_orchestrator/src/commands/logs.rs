@@ -76,6 +76,7 @@ impl PluginCommand for Logs {
             signals: signals.clone(),
             first: Some(first),
             head: call.head,
+            done: false,
         };
         let stream =
             ByteStream::from_result_iter(chunks, call.head, signals, ByteStreamType::String);
@@ -89,12 +90,16 @@ struct Chunks {
     signals: Signals,
     first: Option<Response>,
     head: Span,
+    done: bool,
 }
 
 impl Iterator for Chunks {
     type Item = Result<Vec<u8>, ShellError>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
         let response = match self.first.take() {
             Some(first) => Ok(first),
             None => {
@@ -106,7 +111,11 @@ impl Iterator for Chunks {
             Ok(Response::Log { text }) => Some(Ok(text.into_bytes())),
             Ok(_) => None,
             Err(e) if e.is_interrupted() => None,
-            Err(e) => Some(Err(labeled(e, self.head, &[]).into())),
+            Err(e) => {
+                // Report a broken connection once, then end the stream.
+                self.done = true;
+                Some(Err(labeled(e, self.head, &[]).into()))
+            }
         }
     }
 }

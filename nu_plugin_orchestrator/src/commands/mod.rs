@@ -65,6 +65,9 @@ pub fn request_for_task(
     expect_task(answer, call.head)
 }
 
+/// The most ids a range of task ids may expand to.
+const MAX_RANGE_IDS: usize = 1_000_000;
+
 /// Task ids from pipeline input: ints, task records (with `id`), or lists of either.
 pub fn ids_from_value(value: &Value, out: &mut Vec<u64>) -> Result<(), LabeledError> {
     match value {
@@ -90,7 +93,15 @@ pub fn ids_from_value(value: &Value, out: &mut Vec<u64>) -> Result<(), LabeledEr
         }
         Value::Range { val, .. } => {
             let span = value.span();
-            for v in val.into_range_iter(span, nu_protocol::Signals::empty()) {
+            // An open range (`1..`) never ends: refuse it rather than loop forever.
+            let ids = val.into_range_iter(span, nu_protocol::Signals::empty());
+            for (n, v) in ids.enumerate() {
+                if n == MAX_RANGE_IDS {
+                    return Err(LabeledError::new("range too long").with_label(
+                        format!("a range of task ids may hold at most {MAX_RANGE_IDS} ids"),
+                        span,
+                    ));
+                }
                 ids_from_value(&v, out)?;
             }
         }

@@ -99,6 +99,7 @@ impl PluginCommand for Watch {
             signals: signals.clone(),
             first: Some(first),
             head: call.head,
+            done: false,
         };
         Ok(PipelineData::list_stream(
             ListStream::new(events, call.head, signals),
@@ -114,12 +115,16 @@ struct Events {
     signals: Signals,
     first: Option<Response>,
     head: Span,
+    done: bool,
 }
 
 impl Iterator for Events {
     type Item = Value;
 
     fn next(&mut self) -> Option<Value> {
+        if self.done {
+            return None;
+        }
         let response = match self.first.take() {
             Some(first) => first,
             None => {
@@ -128,6 +133,8 @@ impl Iterator for Events {
                     Ok(response) => response,
                     Err(e) if e.is_interrupted() => return None,
                     Err(e) => {
+                        // Report a broken connection once, then end the stream.
+                        self.done = true;
                         let err = labeled(e, self.head, &[]);
                         return Some(Value::error(err.into(), self.head));
                     }

@@ -8,7 +8,7 @@
 //! time. The markers, not a recorded process id, decide: a process started in the instant
 //! before the crash (before its id could be recorded) is found too, and a reused process
 //! id is never mistaken for a leftover. (A process that clears its own environment escapes
-//! this; its process group id is still shown by `orch task` while it runs.)
+//! this.)
 
 use std::collections::HashSet;
 use std::fs;

@@ -120,13 +120,6 @@ impl Runner {
                 return AttemptOutcome::SpawnFailed { error };
             }
         };
-        if let Some(pid) = child.id() {
-            self.send(Command::Spawned {
-                id: launch.id,
-                attempt: launch.attempt,
-                process_group: pid,
-            });
-        }
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
         let progress = Some((self.clone(), launch.id, launch.attempt));

@@ -148,13 +148,9 @@ fn state_details(state: &TaskState, span: Span) -> Value {
         TaskState::Running {
             attempt,
             started_at,
-            process_group,
         } => {
             rec.push("attempt", Value::int(i64::from(*attempt), span));
             rec.push("started_at", date(*started_at, span));
-            let pgid =
-                process_group.map_or(Value::nothing(span), |p| Value::int(i64::from(p), span));
-            rec.push("process_group", pgid);
         }
         TaskState::RetryWaiting {
             next_attempt,

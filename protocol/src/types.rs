@@ -230,10 +230,6 @@ pub enum TaskState {
         attempt: u32,
         /// When it was committed as started.
         started_at: DateTime<Utc>,
-        /// The process group of the attempt, once it started (recorded after the fact, for
-        /// people who want to inspect or signal it).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        process_group: Option<u32>,
     },
     /// An attempt failed; the next one is due at `retry_at`.
     RetryWaiting {

@@ -230,8 +230,10 @@ impl Nu {
         nu
     }
 
-    fn command(&self, script: &str) -> Output {
-        Command::new(nu_binary())
+    /// `nu` with the private registry, the daemon's socket and `script`.
+    fn base_command(&self, script: &str) -> Command {
+        let mut command = Command::new(nu_binary());
+        command
             .arg("--no-config-file")
             .arg("--plugin-config")
             .arg(&self.registry)
@@ -239,27 +241,26 @@ impl Nu {
             .arg(script)
             .current_dir(&self.cwd)
             .env("PROVISIONING_ORCHESTRATOR_SOCKET", &self.socket)
-            .stdin(Stdio::null())
-            .output()
-            .expect("nu runs")
+            .stdin(Stdio::null());
+        command
+    }
+
+    fn command(&self, script: &str) -> Output {
+        self.base_command(script).output().expect("nu runs")
+    }
+
+    /// The script with the plugin loaded first.
+    fn with_plugin(&self, script: &str) -> String {
+        format!(
+            "plugin use --plugin-config '{}' orchestrator\n{script}",
+            self.registry.display()
+        )
     }
 
     /// Starts a script that loads the plugin without waiting for it (stdout and stderr
     /// piped).
     pub fn spawn(&self, script: &str) -> Child {
-        let script = format!(
-            "plugin use --plugin-config '{}' orchestrator\n{script}",
-            self.registry.display()
-        );
-        Command::new(nu_binary())
-            .arg("--no-config-file")
-            .arg("--plugin-config")
-            .arg(&self.registry)
-            .arg("-c")
-            .arg(script)
-            .current_dir(&self.cwd)
-            .env("PROVISIONING_ORCHESTRATOR_SOCKET", &self.socket)
-            .stdin(Stdio::null())
+        self.base_command(&self.with_plugin(script))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -277,11 +278,7 @@ impl Nu {
 
     /// Runs a script; `Err(stderr)` when it fails.
     pub fn try_run(&self, script: &str) -> Result<String, String> {
-        let script = format!(
-            "plugin use --plugin-config '{}' orchestrator\n{script}",
-            self.registry.display()
-        );
-        let out = self.command(&script);
+        let out = self.command(&self.with_plugin(script));
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {

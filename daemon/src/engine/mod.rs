@@ -60,15 +60,6 @@ pub enum Command {
         /// How it ended.
         outcome: AttemptOutcome,
     },
-    /// An attempt's process started (sent by the runner).
-    Spawned {
-        /// Which task.
-        id: TaskId,
-        /// Which attempt.
-        attempt: u32,
-        /// Its process group id.
-        process_group: u32,
-    },
     /// A task printed a progress line (sent by the runner).
     Progress {
         /// Which task.
@@ -246,11 +237,6 @@ impl Engine {
                 attempt,
                 outcome,
             } => self.exited(id, attempt, outcome),
-            Command::Spawned {
-                id,
-                attempt,
-                process_group,
-            } => self.spawned(id, attempt, process_group),
             Command::Progress {
                 id,
                 attempt,
@@ -353,7 +339,6 @@ impl Engine {
                 TaskState::Running {
                     attempt,
                     started_at,
-                    process_group: None,
                 },
                 EventKind::Started { attempt },
             );
@@ -417,7 +402,7 @@ fn after(delay: Duration) -> DateTime<Utc> {
         .unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
-/// Ids that are both in `ids` and not yet settled, keeping order.
+/// `ids` without repeats, in the order of their first appearance.
 fn unique(ids: &[TaskId]) -> Vec<TaskId> {
     let mut seen = HashSet::new();
     ids.iter().copied().filter(|id| seen.insert(*id)).collect()

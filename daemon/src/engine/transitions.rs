@@ -453,29 +453,6 @@ impl Engine {
         }
     }
 
-    pub(super) fn spawned(&mut self, id: TaskId, attempt: u32, pgid: u32) {
-        let Some(task) = self.tasks.get_mut(&id) else {
-            return;
-        };
-        let TaskState::Running {
-            attempt: a,
-            process_group,
-            ..
-        } = &mut task.state
-        else {
-            return;
-        };
-        if *a != attempt {
-            return;
-        }
-        *process_group = Some(pgid);
-        let write = TaskWrite {
-            task: task.clone(),
-            previous: Some(TaskStatus::Running),
-        };
-        self.pending.batch.tasks.push(write);
-    }
-
     pub(super) fn progress(&mut self, id: TaskId, attempt: u32, progress: Progress) {
         let Some(task) = self.tasks.get_mut(&id) else {
             return;

@@ -264,7 +264,6 @@ mod tests {
             let running = TaskState::Running {
                 attempt: 1,
                 started_at: Utc::now(),
-                process_group: None,
             };
             let batch = WriteBatch {
                 tasks: vec![TaskWrite {

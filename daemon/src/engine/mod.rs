@@ -408,7 +408,7 @@ fn unique(ids: &[TaskId]) -> Vec<TaskId> {
     ids.iter().copied().filter(|id| seen.insert(*id)).collect()
 }
 
-/// Shared by the engine's modules: a task reference for replies.
+/// A copy of task `id` (which must exist), for replies.
 fn snapshot_of(tasks: &HashMap<TaskId, Task>, id: TaskId) -> Task {
     tasks[&id].clone()
 }

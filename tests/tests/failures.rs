@@ -163,13 +163,18 @@ fn retrying_one_failed_dependency_keeps_a_dependant_failed_by_another() {
 fn a_cancel_in_progress_survives_a_graceful_stop() {
     let mut daemon = Daemon::start(&[]);
     let nu = daemon.nu();
-    // The task ignores SIGTERM, so the cancel waits out the grace period before SIGKILL.
-    nu.run("orch submit [sh -c \"trap '' TERM; while true; do sleep 0.05; done\"] | ignore");
+    // The task survives SIGTERM (noting it in its log), so the cancel waits out the grace
+    // period before SIGKILL.
+    nu.run("orch submit [sh -c \"trap 'echo got-term' TERM; while true; do sleep 0.05; done\"] | ignore");
     eventually(Duration::from_secs(10), "task 1 to run", || {
         (nu.json("orch task 1 | get status") == "running").then_some(())
     });
     let mut cancel = nu.spawn("orch cancel 1 | get status");
-    std::thread::sleep(Duration::from_millis(500));
+    eventually(
+        Duration::from_secs(10),
+        "the cancel to signal the task",
+        || nu.run("orch logs 1").contains("got-term").then_some(()),
+    );
     let status = daemon.terminate();
     assert!(status.success(), "{status}");
     let _ = cancel.wait();

@@ -3,18 +3,34 @@
 use std::io::{BufRead, BufReader, Read};
 use std::time::{Duration, Instant};
 
-use orch_e2e::Daemon;
+use orch_e2e::{Daemon, eventually};
+
+/// How many sockets bear the daemon's socket path: its listener and each accepted
+/// connection (from /proc/net/unix).
+fn connections(daemon: &Daemon) -> usize {
+    let path = daemon.socket().display().to_string();
+    std::fs::read_to_string("/proc/net/unix")
+        .unwrap()
+        .lines()
+        .filter(|line| line.ends_with(&path))
+        .count()
+}
 
 /// Runs `command` after printing a marker, sends SIGINT once the marker is seen (and the
 /// command had a moment to block), and returns nu's stderr.
 fn interrupt(daemon: &Daemon, command: &str) -> String {
     let nu = daemon.nu();
+    let before = connections(daemon);
     let mut child = nu.spawn(&format!("print ready; {command}"));
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "ready");
-    std::thread::sleep(Duration::from_millis(500));
+    // Interrupt only once the command is connected and blocked on the daemon.
+    eventually(Duration::from_secs(10), "the command to connect", || {
+        (connections(daemon) > before).then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(200));
     // SAFETY: kill(2) has no memory-safety preconditions.
     unsafe {
         libc::kill(child.id() as libc::pid_t, libc::SIGINT);

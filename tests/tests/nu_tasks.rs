@@ -75,7 +75,7 @@ fn watch_streams_live_events_in_order() {
     // the result independent of how fast the watch subscribes, and `first 4` ends the
     // stream after: submitted, started, succeeded (task 1), submitted (task 2).
     let events = nu.json(
-        "let job = (job spawn { sleep 300ms; orch submit echo one | ignore; sleep 300ms; orch submit --after 1 echo two | ignore }); \
+        "let job = (job spawn { sleep 300ms; orch submit echo one | orch wait | ignore; orch submit --after 1 echo two | ignore }); \
          orch watch --since 0 | first 4 | select task event",
     );
     let got: Vec<(u64, String)> = events

@@ -2,6 +2,7 @@
 //!
 //! Layout:
 //! - [`config`]: command-line flags.
+//! - [`audit`]: the hash-chained audit log of every change request.
 //! - [`socket`]: binding the owner-only Unix socket, with stale-socket detection.
 //! - [`server`]: the accept loop, the handshake, and one handler per request kind
 //!   (`server/handlers/`).
@@ -16,6 +17,7 @@
 //! The rule everything follows: a state change is committed to the store before it is
 //! acted on (a process started, a client answered, a dependant released).
 
+pub mod audit;
 pub mod config;
 pub mod engine;
 pub mod events;

@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use nu_protocol::{LabeledError, Record, Span, Value, record};
 use orch_protocol::{
-    Attempt, AttemptOutcome, Event, HealthReport, Task, TaskKind, TaskState, TaskStatus,
+    Attempt, AttemptOutcome, AuditEntry, Event, HealthReport, Task, TaskKind, TaskState, TaskStatus,
 };
 
 /// A datetime value.
@@ -204,6 +204,24 @@ pub fn event(event: &Event, span: Span) -> Value {
             "task" => Value::int(event.task as i64, span),
             "event" => Value::string(event.kind.name(), span),
             "details" => json_to_value(&serde_json::Value::Object(details), span),
+        },
+        span,
+    )
+}
+
+/// One row of `orch audit`.
+pub fn audit_entry(entry: &AuditEntry, span: Span) -> Value {
+    Value::record(
+        record! {
+            "seq" => Value::int(entry.seq as i64, span),
+            "at" => date(entry.at, span),
+            "uid" => Value::int(i64::from(entry.actor.uid), span),
+            "interface" => Value::string(&entry.actor.interface, span),
+            "action" => Value::string(&entry.action, span),
+            "ok" => Value::bool(entry.ok, span),
+            "outcome" => Value::string(&entry.outcome, span),
+            "params" => json_to_value(&entry.params, span),
+            "hash" => Value::string(&entry.hash, span),
         },
         span,
     )

@@ -2,7 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::types::{Event, HealthReport, Task, TaskFilter, TaskId, TaskSpec};
+use crate::types::{
+    AuditEntry, AuditFilter, AuditReport, Event, HealthReport, Task, TaskFilter, TaskId, TaskSpec,
+};
 
 /// The first frame a client sends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -82,6 +84,14 @@ pub enum Request {
     },
     /// Stop the daemon gracefully. Answered by [`Response::ShuttingDown`].
     Shutdown,
+    /// Audit log entries, newest first. Answered by [`Response::Audit`].
+    Audit {
+        /// Which entries.
+        #[serde(default)]
+        filter: AuditFilter,
+    },
+    /// Check the audit log's hash chain. Answered by [`Response::AuditReport`].
+    AuditVerify,
 }
 
 /// What the daemon answers.
@@ -118,6 +128,13 @@ pub enum Response {
     StreamEnd,
     /// The daemon is stopping.
     ShuttingDown,
+    /// Audit log entries.
+    Audit {
+        /// The entries, newest first.
+        entries: Vec<AuditEntry>,
+    },
+    /// The audit log check.
+    AuditReport(AuditReport),
     /// The request failed; nothing was changed.
     Error(ErrorReply),
 }

@@ -15,11 +15,13 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use orch_protocol::{
-    AttemptOutcome, ErrorReply, Event, EventKind, Progress, Task, TaskId, TaskSpec, TaskState,
+    Actor, AttemptOutcome, ErrorReply, Event, EventKind, Progress, Task, TaskId, TaskSpec,
+    TaskState,
 };
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::audit::AuditRecord;
 use crate::events::EventBus;
 use crate::runner::{Launch, Runner};
 use crate::store::{GroupCommitter, Snapshot, StoreError, TaskWrite, WriteBatch};
@@ -28,10 +30,15 @@ use queue::ReadyQueue;
 /// A reply channel for a request that changes tasks.
 pub type Reply<T> = oneshot::Sender<Result<T, ErrorReply>>;
 
+/// What came of a change request, in words, for the audit log.
+type Outcome = Result<String, String>;
+
 /// Messages to the engine task.
 pub enum Command {
     /// Accept new tasks (all or none).
     Submit {
+        /// Who asked.
+        actor: Actor,
         /// The tasks.
         specs: Vec<TaskSpec>,
         /// Answered with the created tasks once they are durable.
@@ -39,6 +46,8 @@ pub enum Command {
     },
     /// Cancel a task.
     Cancel {
+        /// Who asked.
+        actor: Actor,
         /// Which.
         id: TaskId,
         /// Answered once the cancellation is durable.
@@ -46,10 +55,20 @@ pub enum Command {
     },
     /// Queue a failed or cancelled task again.
     Retry {
+        /// Who asked.
+        actor: Actor,
         /// Which.
         id: TaskId,
         /// Answered once the task is queued durably.
         reply: Reply<Task>,
+    },
+    /// Record a change request handled outside the engine (such as a shutdown) in the
+    /// audit log.
+    Audit {
+        /// The record.
+        record: AuditRecord,
+        /// Answered once it is durable.
+        reply: Reply<()>,
     },
     /// A process ended (sent by the runner).
     Exited {
@@ -229,9 +248,31 @@ impl Engine {
 
     fn handle(&mut self, command: Command) {
         match command {
-            Command::Submit { specs, reply } => self.submit(specs, reply),
-            Command::Cancel { id, reply } => self.cancel(id, reply),
-            Command::Retry { id, reply } => self.retry(id, reply),
+            Command::Submit {
+                actor,
+                specs,
+                reply,
+            } => {
+                let params = crate::audit::submitted_params(&specs);
+                let outcome = self.submit(specs, reply);
+                self.audit(actor, "submit", params, outcome);
+            }
+            Command::Audit { record, reply } => {
+                self.pending.batch.audit.push(record);
+                self.after_commit(move |result| {
+                    let _ = reply.send(result.map_err(|e| {
+                        ErrorReply::new(orch_protocol::ErrorKind::Internal, e.to_string())
+                    }));
+                });
+            }
+            Command::Cancel { actor, id, reply } => {
+                let outcome = self.cancel(id, reply);
+                self.audit(actor, "cancel", serde_json::json!({ "id": id }), outcome);
+            }
+            Command::Retry { actor, id, reply } => {
+                let outcome = self.retry(id, reply);
+                self.audit(actor, "retry", serde_json::json!({ "id": id }), outcome);
+            }
             Command::Exited {
                 id,
                 attempt,
@@ -245,6 +286,18 @@ impl Engine {
             Command::RetryDue { id, next_attempt } => self.retry_due(id, next_attempt),
             Command::Shutdown { done } => self.begin_shutdown(done),
         }
+    }
+
+    /// Records a change request in the audit log, in the same transaction as the change.
+    fn audit(
+        &mut self,
+        actor: Actor,
+        action: &'static str,
+        params: serde_json::Value,
+        outcome: Outcome,
+    ) {
+        let record = AuditRecord::new(actor, action, params, outcome);
+        self.pending.batch.audit.push(record);
     }
 
     /// Records a state change of `id`: in memory, in the pending batch, and as an event.

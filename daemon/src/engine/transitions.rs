@@ -7,7 +7,7 @@ use orch_protocol::{
 };
 
 use super::backoff::retry_delay;
-use super::{Engine, Reply, StopReason, after, snapshot_of, unique};
+use super::{Engine, Outcome, Reply, StopReason, after, snapshot_of, unique};
 use crate::store::TaskWrite;
 
 /// The longest timeout or retry delay accepted: a year.
@@ -69,10 +69,12 @@ fn spec_size(spec: &TaskSpec) -> usize {
 }
 
 impl Engine {
-    pub(super) fn submit(&mut self, specs: Vec<TaskSpec>, reply: Reply<Vec<Task>>) {
+    /// Accepts tasks (all or none); returns the outcome for the audit log.
+    pub(super) fn submit(&mut self, specs: Vec<TaskSpec>, reply: Reply<Vec<Task>>) -> Outcome {
         if let Err(e) = self.validate_submission(&specs) {
-            let _ = reply.send(Err(e));
-            return;
+            let outcome = Err(e.message.clone());
+            self.reply_after_commit(reply, e);
+            return outcome;
         }
         let mut ids = Vec::with_capacity(specs.len());
         for spec in specs {
@@ -85,6 +87,10 @@ impl Engine {
                 Err(e) => Err(ErrorReply::new(ErrorKind::Internal, e.to_string())),
             });
         });
+        Ok(match (ids.first(), ids.last()) {
+            (Some(first), Some(last)) if first != last => format!("tasks {first} to {last}"),
+            _ => format!("task {}", ids[0]),
+        })
     }
 
     fn validate_submission(&self, specs: &[TaskSpec]) -> Result<(), ErrorReply> {
@@ -186,10 +192,10 @@ impl Engine {
         }
     }
 
-    pub(super) fn cancel(&mut self, id: TaskId, reply: Reply<Task>) {
+    /// Cancels a task; returns the outcome for the audit log.
+    pub(super) fn cancel(&mut self, id: TaskId, reply: Reply<Task>) -> Outcome {
         let Some(task) = self.tasks.get(&id) else {
-            let _ = reply.send(Err(not_found(id)));
-            return;
+            return self.refuse(reply, not_found(id));
         };
         let status = task.state.status();
         if status.is_final() {
@@ -201,15 +207,14 @@ impl Engine {
                     status.as_str()
                 ),
             );
-            self.reply_after_commit(reply, error);
-            return;
+            return self.refuse(reply, error);
         }
         if let Some(running) = self.running.get_mut(&id) {
             // A cancel wins over a shutdown in progress: the task must not be requeued.
             running.stop = Some(StopReason::Cancel);
             running.token.cancel();
             self.cancel_waiters.entry(id).or_default().push(reply);
-            return;
+            return Ok(format!("task {id}: stopping its running attempt"));
         }
         self.transition(
             id,
@@ -221,12 +226,13 @@ impl Engine {
         self.after_commit(move |result| {
             let _ = reply.send(result.map(|()| task).map_err(internal));
         });
+        Ok(format!("task {id} cancelled"))
     }
 
-    pub(super) fn retry(&mut self, id: TaskId, reply: Reply<Task>) {
+    /// Queues a finished task again; returns the outcome for the audit log.
+    pub(super) fn retry(&mut self, id: TaskId, reply: Reply<Task>) -> Outcome {
         let Some(task) = self.tasks.get(&id) else {
-            let _ = reply.send(Err(not_found(id)));
-            return;
+            return self.refuse(reply, not_found(id));
         };
         let status = task.state.status();
         if !status.is_final() || status == TaskStatus::Succeeded {
@@ -238,8 +244,7 @@ impl Engine {
                     status.as_str()
                 ),
             );
-            self.reply_after_commit(reply, error);
-            return;
+            return self.refuse(reply, error);
         }
         let state = self.initial_state(&task.spec.after);
         if let TaskState::DependencyFailed { dependency, .. } = state {
@@ -250,8 +255,7 @@ impl Engine {
                     "task {id} depends on task {dependency}, which did not succeed: retry that one first"
                 ),
             );
-            self.reply_after_commit(reply, error);
-            return;
+            return self.refuse(reply, error);
         }
         self.requeue(id, state);
         self.revive_dependants(id);
@@ -259,15 +263,23 @@ impl Engine {
         self.after_commit(move |result| {
             let _ = reply.send(result.map(|()| task).map_err(internal));
         });
+        Ok(format!("task {id} queued again"))
     }
 
     /// Answers with an error that was decided from the in-memory state, once that state
-    /// is durable (so a client never sees, say, "already succeeded" before it is true on
-    /// disk).
-    fn reply_after_commit(&mut self, reply: Reply<Task>, error: ErrorReply) {
+    /// (and the request's audit entry) is durable: a client never sees, say, "already
+    /// succeeded" before it is true on disk.
+    fn reply_after_commit<T: Send + 'static>(&mut self, reply: Reply<T>, error: ErrorReply) {
         self.after_commit(move |_| {
             let _ = reply.send(Err(error));
         });
+    }
+
+    /// Refuses a request: the answer follows the commit; the outcome goes to the audit log.
+    fn refuse<T: Send + 'static>(&mut self, reply: Reply<T>, error: ErrorReply) -> Outcome {
+        let outcome = Err(error.message.clone());
+        self.reply_after_commit(reply, error);
+        outcome
     }
 
     /// Puts a finished task back in `state` with a fresh retry budget.

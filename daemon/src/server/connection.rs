@@ -2,7 +2,7 @@
 
 use bytes::{Bytes, BytesMut};
 use futures_util::{SinkExt, StreamExt};
-use orch_protocol::{ErrorKind, ErrorReply, MAX_FRAME_LEN, Response, Task};
+use orch_protocol::{Actor, ErrorKind, ErrorReply, MAX_FRAME_LEN, Response, Task};
 use serde::Serialize;
 use tokio::net::UnixStream;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
@@ -13,11 +13,13 @@ pub const TASKS_PART_BYTES: usize = 1024 * 1024;
 /// A framed connection to one client.
 pub struct Connection {
     framed: Framed<UnixStream, LengthDelimitedCodec>,
+    /// Who is on the other end (for the audit log).
+    pub actor: Actor,
 }
 
 impl Connection {
-    /// Wraps an accepted stream.
-    pub fn new(stream: UnixStream) -> Connection {
+    /// Wraps an accepted stream from `actor`.
+    pub fn new(stream: UnixStream, actor: Actor) -> Connection {
         let codec = LengthDelimitedCodec::builder()
             .length_field_length(4)
             .big_endian()
@@ -25,6 +27,7 @@ impl Connection {
             .new_codec();
         Connection {
             framed: Framed::new(stream, codec),
+            actor,
         }
     }
 

@@ -61,7 +61,11 @@ pub async fn serve(listener: UnixListener, ctx: Arc<Context>) {
 
 async fn serve_connection(stream: UnixStream, ctx: Arc<Context>) {
     let peer_uid = stream.peer_cred().map(|c| c.uid()).ok();
-    let mut conn = Connection::new(stream);
+    let actor = orch_protocol::Actor {
+        uid: peer_uid.unwrap_or(u32::MAX),
+        interface: "socket".into(),
+    };
+    let mut conn = Connection::new(stream, actor);
     if peer_uid != Some(crate::socket::owner_uid()) {
         let reply = ErrorReply::new(
             ErrorKind::PermissionDenied,

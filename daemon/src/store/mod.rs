@@ -8,7 +8,11 @@
 pub mod committer;
 pub mod redb_store;
 
-use orch_protocol::{Event, Task, TaskFilter, TaskId, TaskStatus};
+use orch_protocol::{
+    AuditEntry, AuditFilter, AuditReport, Event, Task, TaskFilter, TaskId, TaskStatus,
+};
+
+use crate::audit::AuditRecord;
 
 pub use committer::GroupCommitter;
 pub use redb_store::RedbStore;
@@ -53,6 +57,8 @@ pub struct WriteBatch {
     pub tasks: Vec<TaskWrite>,
     /// Events to append, in order.
     pub events: Vec<Event>,
+    /// Audit records to seal and append, in order.
+    pub audit: Vec<AuditRecord>,
 }
 
 impl WriteBatch {
@@ -60,11 +66,12 @@ impl WriteBatch {
     pub fn append(&mut self, other: WriteBatch) {
         self.tasks.extend(other.tasks);
         self.events.extend(other.events);
+        self.audit.extend(other.audit);
     }
 
     /// True when there is nothing to write.
     pub fn is_empty(&self) -> bool {
-        self.tasks.is_empty() && self.events.is_empty()
+        self.tasks.is_empty() && self.events.is_empty() && self.audit.is_empty()
     }
 }
 
@@ -105,4 +112,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// How many tasks are in each status.
     fn count_by_status(&self) -> Result<Vec<(TaskStatus, u64)>, StoreError>;
+
+    /// Audit entries matching `filter`, newest first.
+    fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>, StoreError>;
+
+    /// Checks the audit log's hash chain against its head.
+    fn verify_audit(&self) -> Result<AuditReport, StoreError>;
 }

@@ -1,5 +1,7 @@
 //! One file per `orch` command.
 
+mod audit;
+mod audit_verify;
 mod cancel;
 mod daemon_start;
 mod daemon_status;
@@ -34,6 +36,8 @@ pub fn all() -> Vec<Box<dyn PluginCommand<Plugin = OrchestratorPlugin>>> {
         Box::new(retry::Retry),
         Box::new(watch::Watch),
         Box::new(logs::Logs),
+        Box::new(audit::Audit),
+        Box::new(audit_verify::AuditVerify),
         Box::new(group::DAEMON),
         Box::new(daemon_start::DaemonStart),
         Box::new(daemon_stop::DaemonStop),

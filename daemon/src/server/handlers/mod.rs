@@ -1,5 +1,6 @@
 //! One handler per request kind.
 
+mod audit;
 mod cancel;
 mod get;
 mod health;
@@ -24,15 +25,26 @@ pub async fn dispatch(
 ) -> std::io::Result<()> {
     match request {
         Request::Health => reply(conn, health::handle(ctx)).await,
-        Request::Submit { tasks } => reply_tasks(conn, submit::handle(ctx, tasks).await).await,
+        Request::Submit { tasks } => {
+            let actor = conn.actor.clone();
+            reply_tasks(conn, submit::handle(ctx, actor, tasks).await).await
+        }
         Request::List { filter } => reply_tasks(conn, list::handle(ctx, &filter)).await,
         Request::Get { id } => reply(conn, get::handle(ctx, id)).await,
         Request::Wait { ids } => wait::handle(ctx, conn, ids).await,
-        Request::Cancel { id } => reply(conn, cancel::handle(ctx, id).await).await,
-        Request::Retry { id } => reply(conn, retry::handle(ctx, id).await).await,
+        Request::Cancel { id } => {
+            let actor = conn.actor.clone();
+            reply(conn, cancel::handle(ctx, actor, id).await).await
+        }
+        Request::Retry { id } => {
+            let actor = conn.actor.clone();
+            reply(conn, retry::handle(ctx, actor, id).await).await
+        }
         Request::Watch { since, task } => watch::handle(ctx, conn, since, task).await,
         Request::Logs { id, follow } => logs::handle(ctx, conn, id, follow).await,
         Request::Shutdown => shutdown::handle(ctx, conn).await,
+        Request::Audit { filter } => reply(conn, audit::list(ctx, &filter)).await,
+        Request::AuditVerify => reply(conn, audit::verify(ctx)).await,
     }
 }
 

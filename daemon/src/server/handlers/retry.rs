@@ -1,14 +1,14 @@
 //! `Retry`: queue a failed or cancelled task again.
 
-use orch_protocol::{ErrorReply, Response, TaskId};
+use orch_protocol::{Actor, ErrorReply, Response, TaskId};
 
 use crate::engine::Command;
 use crate::server::Context;
 
-pub async fn handle(ctx: &Context, id: TaskId) -> Result<Response, ErrorReply> {
+pub async fn handle(ctx: &Context, actor: Actor, id: TaskId) -> Result<Response, ErrorReply> {
     let task = ctx
         .engine
-        .request(|reply| Command::Retry { id, reply })
+        .request(|reply| Command::Retry { actor, id, reply })
         .await?;
     Ok(Response::Task {
         task: Box::new(task),

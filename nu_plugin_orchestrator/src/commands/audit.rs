@@ -1,0 +1,101 @@
+//! `orch audit`: the audit log of change requests.
+
+use nu_plugin::{EngineInterface, EvaluatedCall, PluginCommand};
+use nu_protocol::{
+    Category, Example, LabeledError, ListStream, PipelineData, Signature, SyntaxShape, Type,
+};
+use orch_protocol::{AuditFilter, Request, Response};
+
+use crate::OrchestratorPlugin;
+use crate::connection::{labeled, unexpected};
+use crate::convert::audit_entry;
+
+/// `orch audit`
+pub struct Audit;
+
+impl PluginCommand for Audit {
+    type Plugin = OrchestratorPlugin;
+
+    fn name(&self) -> &str {
+        "orch audit"
+    }
+
+    fn description(&self) -> &str {
+        "The audit log: every change request (submit, cancel, retry, shutdown) with who, when, its parameters (secrets redacted) and its outcome, newest first."
+    }
+
+    fn extra_description(&self) -> &str {
+        "Entries are hash-chained: `orch audit verify` detects an edited, removed or reordered entry."
+    }
+
+    fn signature(&self) -> Signature {
+        Signature::build(self.name())
+            .input_output_type(Type::Nothing, Type::table())
+            .named(
+                "action",
+                SyntaxShape::String,
+                "Only this action (submit, cancel, retry, shutdown).",
+                Some('a'),
+            )
+            .named(
+                "limit",
+                SyntaxShape::Int,
+                "At most this many entries (default 100).",
+                Some('n'),
+            )
+            .category(Category::Custom("orchestrator".into()))
+    }
+
+    fn examples(&self) -> Vec<Example<'_>> {
+        vec![
+            Example {
+                example: "orch audit --limit 20",
+                description: "The last 20 change requests",
+                result: None,
+            },
+            Example {
+                example: "orch audit --action cancel | where not ok",
+                description: "Refused cancels",
+                result: None,
+            },
+        ]
+    }
+
+    fn run(
+        &self,
+        plugin: &OrchestratorPlugin,
+        engine: &EngineInterface,
+        call: &EvaluatedCall,
+        _input: PipelineData,
+    ) -> Result<PipelineData, LabeledError> {
+        let limit = match call.get_flag::<i64>("limit")? {
+            Some(n) => usize::try_from(n).map_err(|_| {
+                LabeledError::new("invalid limit").with_label(
+                    "the limit must not be negative",
+                    call.get_flag_span("limit").unwrap_or(call.head),
+                )
+            })?,
+            None => 100,
+        };
+        let filter = AuditFilter {
+            action: call.get_flag("action")?,
+            limit: Some(limit),
+        };
+        let entries = match plugin.call(engine, &Request::Audit { filter }) {
+            Ok(Response::Audit { entries }) => entries,
+            Ok(other) => return Err(unexpected(other, call.head)),
+            Err(e) => return Err(labeled(e, call.head, &[])),
+        };
+        let head = call.head;
+        let rows = entries.into_iter().map(move |e| audit_entry(&e, head));
+        Ok(PipelineData::list_stream(
+            ListStream::new(rows, head, engine.signals().clone()),
+            None,
+        ))
+    }
+}
+
+#[test]
+fn test_examples() {
+    crate::commands::test_examples(&Audit);
+}

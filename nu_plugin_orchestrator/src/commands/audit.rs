@@ -68,18 +68,9 @@ impl PluginCommand for Audit {
         call: &EvaluatedCall,
         _input: PipelineData,
     ) -> Result<PipelineData, LabeledError> {
-        let limit = match call.get_flag::<i64>("limit")? {
-            Some(n) => usize::try_from(n).map_err(|_| {
-                LabeledError::new("invalid limit").with_label(
-                    "the limit must not be negative",
-                    call.get_flag_span("limit").unwrap_or(call.head),
-                )
-            })?,
-            None => 100,
-        };
         let filter = AuditFilter {
             action: call.get_flag("action")?,
-            limit: Some(limit),
+            limit: Some(super::limit_flag(call)?.unwrap_or(100)),
         };
         let entries = match plugin.call(engine, &Request::Audit { filter }) {
             Ok(Response::Audit { entries }) => entries,

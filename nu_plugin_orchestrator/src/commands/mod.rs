@@ -69,6 +69,19 @@ pub fn request_for_task(
     expect_task(answer, call.head)
 }
 
+/// The `--limit` flag: a count that must not be negative.
+pub fn limit_flag(call: &EvaluatedCall) -> Result<Option<usize>, LabeledError> {
+    let Some(n) = call.get_flag::<i64>("limit")? else {
+        return Ok(None);
+    };
+    usize::try_from(n).map(Some).map_err(|_| {
+        LabeledError::new("invalid limit").with_label(
+            "the limit must not be negative",
+            call.get_flag_span("limit").unwrap_or(call.head),
+        )
+    })
+}
+
 /// The most ids a range of task ids may expand to.
 const MAX_RANGE_IDS: usize = 1_000_000;
 

@@ -68,15 +68,7 @@ impl PluginCommand for Tasks {
         let filter = TaskFilter {
             status: statuses(call.get_flag_value("status"))?,
             label: call.get_flag("label")?,
-            limit: match call.get_flag::<i64>("limit")? {
-                Some(n) => Some(usize::try_from(n).map_err(|_| {
-                    LabeledError::new("invalid limit").with_label(
-                        "the limit must not be negative",
-                        call.get_flag_span("limit").unwrap_or(call.head),
-                    )
-                })?),
-                None => None,
-            },
+            limit: super::limit_flag(call)?,
         };
         let answer = plugin
             .call(engine, &Request::List { filter })

@@ -178,14 +178,31 @@ impl Drop for Daemon {
     }
 }
 
-/// Kills every process whose command line mentions `dir`: daemons and task processes a
-/// test started there (their arguments name the test's directory).
+/// Kills every process a test started under `dir`: those whose command line mentions it
+/// (daemons) and those whose environment does (task processes carry their daemon's
+/// `ORCH_DATA_DIR`, which is inside the test's directory).
 pub fn kill_processes_mentioning(dir: &Path) {
     let _ = Command::new("pkill")
         .arg("-KILL")
         .arg("-f")
         .arg(dir.to_string_lossy().as_ref())
         .status();
+    let marker = format!("ORCH_DATA_DIR={}/", dir.display());
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for pid in entries.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()) {
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let ours = environ
+            .split(|b| *b == 0)
+            .any(|entry| entry.starts_with(marker.as_bytes()));
+        if ours {
+            // SAFETY: kill(2) has no memory-safety preconditions.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
 }
 
 /// Kills the processes that mention a directory when dropped, so a failing test leaves

@@ -72,9 +72,7 @@ impl Engine {
     /// Accepts tasks (all or none); returns the outcome for the audit log.
     pub(super) fn submit(&mut self, specs: Vec<TaskSpec>, reply: Reply<Vec<Task>>) -> Outcome {
         if let Err(e) = self.validate_submission(&specs) {
-            let outcome = Err(e.message.clone());
-            self.reply_after_commit(reply, e);
-            return outcome;
+            return self.refuse(reply, e);
         }
         let mut ids = Vec::with_capacity(specs.len());
         for spec in specs {
@@ -266,19 +264,15 @@ impl Engine {
         Ok(format!("task {id} queued again"))
     }
 
-    /// Answers with an error that was decided from the in-memory state, once that state
-    /// (and the request's audit entry) is durable: a client never sees, say, "already
-    /// succeeded" before it is true on disk.
-    fn reply_after_commit<T: Send + 'static>(&mut self, reply: Reply<T>, error: ErrorReply) {
+    /// Refuses a request; returns the outcome for the audit log. The error was decided
+    /// from the in-memory state, so it is answered once that state (and the request's
+    /// audit entry) is durable: a client never sees, say, "already succeeded" before it is
+    /// true on disk.
+    fn refuse<T: Send + 'static>(&mut self, reply: Reply<T>, error: ErrorReply) -> Outcome {
+        let outcome = Err(error.message.clone());
         self.after_commit(move |_| {
             let _ = reply.send(Err(error));
         });
-    }
-
-    /// Refuses a request: the answer follows the commit; the outcome goes to the audit log.
-    fn refuse<T: Send + 'static>(&mut self, reply: Reply<T>, error: ErrorReply) -> Outcome {
-        let outcome = Err(error.message.clone());
-        self.reply_after_commit(reply, error);
         outcome
     }
 

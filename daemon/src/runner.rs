@@ -72,6 +72,17 @@ impl Runner {
         }
     }
 
+    /// Deletes the log of a removed task (a task that printed nothing has none).
+    pub fn remove_log(&self, id: TaskId) {
+        let path = log_path(&self.config.logs_dir, id);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                tracing::warn!(log = %path.display(), error = %e, "cannot delete a task's log");
+            }
+            _ => {}
+        }
+    }
+
     /// The daemon's data directory.
     pub fn data_dir(&self) -> &Path {
         &self.config.data_dir

@@ -3,7 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::types::{
-    AuditEntry, AuditFilter, AuditReport, Event, HealthReport, Task, TaskFilter, TaskId, TaskSpec,
+    AuditEntry, AuditFilter, AuditReport, CleanFilter, Event, HealthReport, Task, TaskFilter,
+    TaskId, TaskSpec,
 };
 
 /// The first frame a client sends.
@@ -84,6 +85,13 @@ pub enum Request {
     },
     /// Stop the daemon gracefully. Answered by [`Response::ShuttingDown`].
     Shutdown,
+    /// Remove finished tasks (and their logs) from the store. Tasks that a kept task
+    /// depends on stay. Answered by [`Response::Removed`].
+    Clean {
+        /// Which tasks.
+        #[serde(default)]
+        filter: CleanFilter,
+    },
     /// Audit log entries, newest first. Answered by [`Response::Audit`].
     Audit {
         /// Which entries.
@@ -128,6 +136,11 @@ pub enum Response {
     StreamEnd,
     /// The daemon is stopping.
     ShuttingDown,
+    /// The tasks `Clean` removed.
+    Removed {
+        /// Their ids.
+        ids: Vec<TaskId>,
+    },
     /// Audit log entries.
     Audit {
         /// The entries, newest first.

@@ -465,6 +465,8 @@ pub enum EventKind {
     },
     /// A finished task was put back in the queue on request.
     Retried,
+    /// A finished task was removed from the store (`orch clean`).
+    Removed,
 }
 
 impl EventKind {
@@ -492,6 +494,7 @@ impl EventKind {
             EventKind::Cancelled => "cancelled",
             EventKind::DependencyFailed { .. } => "dependency_failed",
             EventKind::Retried => "retried",
+            EventKind::Removed => "removed",
         }
     }
 }
@@ -562,6 +565,18 @@ pub struct AuditEntry {
     pub prev_hash: String,
     /// SHA-256 over `prev_hash` and this entry's other fields.
     pub hash: String,
+}
+
+/// Which finished tasks `Clean` removes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CleanFilter {
+    /// Only tasks that finished at least this long ago.
+    #[serde(default)]
+    pub older_than_ms: Option<u64>,
+    /// Only tasks in these final states (all final states when empty).
+    #[serde(default)]
+    pub status: Vec<TaskStatus>,
 }
 
 /// Which audit entries `Audit` returns.

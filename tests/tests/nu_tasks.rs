@@ -154,3 +154,49 @@ fn submit_takes_a_record_and_ignores_the_item_each_hands_it() {
         .unwrap_err();
     assert!(err.contains("`colour` is not a task setting"), "{err}");
 }
+
+#[test]
+fn clean_removes_finished_tasks_but_keeps_what_kept_tasks_need() {
+    let mut daemon = Daemon::start(&[]);
+    let nu = daemon.nu();
+    // 1 succeeds; 2 fails; 3 waits on a gate and depends on 1; 4 prints and succeeds.
+    let gate = daemon.dir().join("gate");
+    nu.run(&format!(
+        "orch submit true | ignore; orch submit false | ignore; \
+         orch submit --after 1 [sh -c 'while [ ! -f {} ]; do sleep 0.01; done'] | ignore; \
+         orch submit echo hello | ignore; orch wait 1 2 4 | ignore",
+        gate.display()
+    ));
+    assert!(daemon.data_dir().join("logs/4.log").exists());
+    let err = nu.try_run("orch clean --status running").unwrap_err();
+    assert!(err.contains("`running` is not a final state"), "{err}");
+    assert_eq!(nu.json("orch clean --older-than 1hr | get removed"), 0);
+    let removed = nu.json("orch clean");
+    // Task 1 stays: task 3, still waiting, depends on it.
+    assert_eq!(removed, serde_json::json!({"removed": 2, "ids": [2, 4]}));
+    assert!(!daemon.data_dir().join("logs/4.log").exists());
+    assert_eq!(nu.json("orch tasks | get id"), serde_json::json!([3, 1]));
+    assert_eq!(nu.json("orch health | get tasks.failed"), 0);
+    std::fs::write(&gate, "").unwrap();
+    nu.run("orch wait 3 | ignore");
+    assert_eq!(nu.json("orch clean | get ids"), serde_json::json!([1, 3]));
+    // The removal is durable, and recorded.
+    daemon.kill9();
+    daemon.restart();
+    assert_eq!(nu.json("orch tasks | length"), 0);
+    assert_eq!(nu.json("orch health | get tasks.succeeded"), 0);
+    assert_eq!(
+        nu.json("orch audit --action clean | get outcome"),
+        serde_json::json!([
+            "removed 2 tasks",
+            "removed 2 tasks",
+            "removed 0 tasks",
+            "only finished tasks can be removed, and `running` is not a final state"
+        ])
+    );
+    let err = nu.try_run("orch submit --after 1 true").unwrap_err();
+    assert!(
+        err.contains("depends on task 1, which does not exist"),
+        "{err}"
+    );
+}

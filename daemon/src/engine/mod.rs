@@ -6,6 +6,7 @@
 //! follows a success can never be acted on before that success is durable.
 
 mod backoff;
+mod clean;
 mod queue;
 mod recovery;
 mod transitions;
@@ -15,8 +16,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use orch_protocol::{
-    Actor, AttemptOutcome, ErrorReply, Event, EventKind, Progress, Task, TaskId, TaskSpec,
-    TaskState,
+    Actor, AttemptOutcome, CleanFilter, ErrorReply, Event, EventKind, Progress, Task, TaskId,
+    TaskSpec, TaskState,
 };
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -61,6 +62,15 @@ pub enum Command {
         id: TaskId,
         /// Answered once the task is queued durably.
         reply: Reply<Task>,
+    },
+    /// Remove finished tasks.
+    Clean {
+        /// Who asked.
+        actor: Actor,
+        /// Which tasks.
+        filter: CleanFilter,
+        /// Answered with the removed ids once the removal is durable.
+        reply: Reply<Vec<TaskId>>,
     },
     /// Record a change request handled outside the engine (such as a shutdown) in the
     /// audit log.
@@ -256,6 +266,15 @@ impl Engine {
                 let params = crate::audit::submitted_params(&specs);
                 let outcome = self.submit(specs, reply);
                 self.audit(actor, "submit", params, outcome);
+            }
+            Command::Clean {
+                actor,
+                filter,
+                reply,
+            } => {
+                let params = serde_json::to_value(&filter).expect("filters serialize");
+                let outcome = self.clean(filter, reply);
+                self.audit(actor, "clean", params, outcome);
             }
             Command::Audit { record, reply } => {
                 self.pending.batch.audit.push(record);

@@ -15,7 +15,8 @@ use crate::store::Snapshot;
 
 impl Engine {
     pub(super) fn recover(&mut self, snapshot: Snapshot) {
-        self.next_id = snapshot.tasks.iter().map(|t| t.id).max().unwrap_or(0) + 1;
+        let highest = snapshot.tasks.iter().map(|t| t.id).max().unwrap_or(0);
+        self.next_id = highest.max(snapshot.last_task_id) + 1;
         let mut interrupted = Vec::new();
         for task in snapshot.tasks {
             match &task.state {

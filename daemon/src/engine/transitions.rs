@@ -268,7 +268,11 @@ impl Engine {
     /// from the in-memory state, so it is answered once that state (and the request's
     /// audit entry) is durable: a client never sees, say, "already succeeded" before it is
     /// true on disk.
-    fn refuse<T: Send + 'static>(&mut self, reply: Reply<T>, error: ErrorReply) -> Outcome {
+    pub(super) fn refuse<T: Send + 'static>(
+        &mut self,
+        reply: Reply<T>,
+        error: ErrorReply,
+    ) -> Outcome {
         let outcome = Err(error.message.clone());
         self.after_commit(move |_| {
             let _ = reply.send(Err(error));

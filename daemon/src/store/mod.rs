@@ -59,6 +59,8 @@ pub struct WriteBatch {
     pub events: Vec<Event>,
     /// Audit records to seal and append, in order.
     pub audit: Vec<AuditRecord>,
+    /// Finished tasks to delete (after the task writes above).
+    pub removals: Vec<Task>,
 }
 
 impl WriteBatch {
@@ -67,11 +69,15 @@ impl WriteBatch {
         self.tasks.extend(other.tasks);
         self.events.extend(other.events);
         self.audit.extend(other.audit);
+        self.removals.extend(other.removals);
     }
 
     /// True when there is nothing to write.
     pub fn is_empty(&self) -> bool {
-        self.tasks.is_empty() && self.events.is_empty() && self.audit.is_empty()
+        self.tasks.is_empty()
+            && self.events.is_empty()
+            && self.audit.is_empty()
+            && self.removals.is_empty()
     }
 }
 
@@ -84,6 +90,8 @@ pub struct Snapshot {
     pub queue: Vec<TaskId>,
     /// The sequence number of the last logged event (0 when none).
     pub last_event_seq: u64,
+    /// The highest task id ever assigned (0 when none), removed tasks included.
+    pub last_task_id: u64,
 }
 
 /// A durable home for tasks and events. Implementations must make a batch durable

@@ -8,6 +8,7 @@
 //! - `events`: sequence number → event (JSON), the event log.
 //! - `audit`: sequence number → audit entry (JSON), hash-chained; `audit_head`: the last
 //!   entry's sequence number and hash, kept apart so that a removed tail is detected.
+//! - `meta`: the highest task id ever assigned.
 
 use std::path::Path;
 
@@ -30,6 +31,10 @@ const COUNTS: TableDefinition<u8, u64> = TableDefinition::new("status_counts");
 const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
 const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit");
 const AUDIT_HEAD: TableDefinition<u8, &[u8]> = TableDefinition::new("audit_head");
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+
+/// The highest task id ever assigned (ids are never reused, even after `orch clean`).
+const LAST_TASK_ID: &str = "last_task_id";
 
 /// The single key of `audit_head`.
 const HEAD: u8 = 0;
@@ -71,6 +76,7 @@ impl RedbStore {
         txn.open_table(EVENTS).map_err(backend)?;
         txn.open_table(AUDIT).map_err(backend)?;
         txn.open_table(AUDIT_HEAD).map_err(backend)?;
+        txn.open_table(META).map_err(backend)?;
         txn.commit().map_err(backend)?;
         Ok(RedbStore { db })
     }
@@ -107,6 +113,26 @@ impl RedbStore {
         for event in &batch.events {
             let body = serde_json::to_vec(event).expect("events always serialize");
             events.insert(event.seq, body.as_slice())?;
+        }
+        let newest = batch
+            .tasks
+            .iter()
+            .filter(|w| w.previous.is_none())
+            .map(|w| w.task.id)
+            .max();
+        if let Some(newest) = newest {
+            let mut meta = txn.open_table(META)?;
+            let last = meta.get(LAST_TASK_ID)?.map_or(0, |v| v.value());
+            if newest > last {
+                meta.insert(LAST_TASK_ID, newest)?;
+            }
+        }
+        for task in &batch.removals {
+            let status = task.state.status();
+            tasks.remove(task.id)?;
+            by_status.remove((status.code(), task.id))?;
+            let n = counts.get(status.code())?.map_or(0, |v| v.value());
+            counts.insert(status.code(), n.saturating_sub(1))?;
         }
         if !batch.audit.is_empty() {
             Self::append_audit(txn, &batch.audit)?;
@@ -209,10 +235,16 @@ impl Store for RedbStore {
         for entry in queue_table.iter().map_err(backend)? {
             queue.push(entry.map_err(backend)?.0.value().1);
         }
+        let meta = txn.open_table(META).map_err(backend)?;
+        let last_task_id = meta
+            .get(LAST_TASK_ID)
+            .map_err(backend)?
+            .map_or(0, |v| v.value());
         Ok(Snapshot {
             tasks,
             queue,
             last_event_seq: self.last_event_seq()?,
+            last_task_id,
         })
     }
 
@@ -360,6 +392,7 @@ mod tests {
         let snapshot = store.load().unwrap();
         assert_eq!(snapshot.tasks.len(), 3);
         assert_eq!(snapshot.queue, vec![1, 3]);
+        assert_eq!(snapshot.last_task_id, 3);
         let counts: std::collections::HashMap<_, _> =
             store.count_by_status().unwrap().into_iter().collect();
         assert_eq!(counts[&TaskStatus::Queued], 2);

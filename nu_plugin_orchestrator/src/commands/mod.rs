@@ -3,6 +3,7 @@
 mod audit;
 mod audit_verify;
 mod cancel;
+mod clean;
 mod daemon_start;
 mod daemon_status;
 mod daemon_stop;
@@ -18,7 +19,7 @@ mod watch;
 
 use nu_plugin::{EngineInterface, EvaluatedCall, PluginCommand};
 use nu_protocol::{LabeledError, Spanned, Value};
-use orch_protocol::{Request, Task};
+use orch_protocol::{Request, Task, TaskStatus};
 
 use crate::OrchestratorPlugin;
 use crate::connection::{expect_task, labeled};
@@ -36,6 +37,7 @@ pub fn all() -> Vec<Box<dyn PluginCommand<Plugin = OrchestratorPlugin>>> {
         Box::new(retry::Retry),
         Box::new(watch::Watch),
         Box::new(logs::Logs),
+        Box::new(clean::Clean),
         Box::new(audit::Audit),
         Box::new(audit_verify::AuditVerify),
         Box::new(group::DAEMON),
@@ -67,6 +69,32 @@ pub fn request_for_task(
         .call(engine, &make(id))
         .map_err(|e| labeled(e, call.head, &[("id", id_arg.span)]))?;
     expect_task(answer, call.head)
+}
+
+/// Parses `--status` (a name or a list of names).
+pub fn statuses(value: Option<Value>) -> Result<Vec<TaskStatus>, LabeledError> {
+    let Some(value) = value else {
+        return Ok(Vec::new());
+    };
+    let values = match value {
+        Value::List { vals, .. } => vals.into_owned(),
+        other => vec![other],
+    };
+    values
+        .iter()
+        .map(|v| {
+            let name = v.as_str().map_err(|e| {
+                LabeledError::new("invalid status").with_label(e.to_string(), v.span())
+            })?;
+            TaskStatus::parse(name).ok_or_else(|| {
+                let known: Vec<_> = TaskStatus::ALL.iter().map(|s| s.as_str()).collect();
+                LabeledError::new("unknown status").with_label(
+                    format!("`{name}` is not a status; use one of {}", known.join(", ")),
+                    v.span(),
+                )
+            })
+        })
+        .collect()
 }
 
 /// The `--limit` flag: a count that must not be negative.

@@ -2,9 +2,9 @@
 
 use nu_plugin::{EngineInterface, EvaluatedCall, PluginCommand};
 use nu_protocol::{
-    Category, Example, LabeledError, ListStream, PipelineData, Signature, SyntaxShape, Type, Value,
+    Category, Example, LabeledError, ListStream, PipelineData, Signature, SyntaxShape, Type,
 };
-use orch_protocol::{Request, TaskFilter, TaskStatus};
+use orch_protocol::{Request, TaskFilter};
 
 use crate::OrchestratorPlugin;
 use crate::connection::{expect_tasks, labeled};
@@ -66,7 +66,7 @@ impl PluginCommand for Tasks {
         _input: PipelineData,
     ) -> Result<PipelineData, LabeledError> {
         let filter = TaskFilter {
-            status: statuses(call.get_flag_value("status"))?,
+            status: super::statuses(call.get_flag_value("status"))?,
             label: call.get_flag("label")?,
             limit: super::limit_flag(call)?,
         };
@@ -81,32 +81,6 @@ impl PluginCommand for Tasks {
             None,
         ))
     }
-}
-
-/// Parses `--status` (a name or a list of names).
-fn statuses(value: Option<Value>) -> Result<Vec<TaskStatus>, LabeledError> {
-    let Some(value) = value else {
-        return Ok(Vec::new());
-    };
-    let values = match value {
-        Value::List { vals, .. } => vals.into_owned(),
-        other => vec![other],
-    };
-    values
-        .iter()
-        .map(|v| {
-            let name = v.as_str().map_err(|e| {
-                LabeledError::new("invalid status").with_label(e.to_string(), v.span())
-            })?;
-            TaskStatus::parse(name).ok_or_else(|| {
-                let known: Vec<_> = TaskStatus::ALL.iter().map(|s| s.as_str()).collect();
-                LabeledError::new("unknown status").with_label(
-                    format!("`{name}` is not a status; use one of {}", known.join(", ")),
-                    v.span(),
-                )
-            })
-        })
-        .collect()
 }
 
 #[test]

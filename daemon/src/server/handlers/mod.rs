@@ -2,6 +2,7 @@
 
 mod audit;
 mod cancel;
+mod clean;
 mod get;
 mod health;
 mod list;
@@ -43,6 +44,10 @@ pub async fn dispatch(
         Request::Watch { since, task } => watch::handle(ctx, conn, since, task).await,
         Request::Logs { id, follow } => logs::handle(ctx, conn, id, follow).await,
         Request::Shutdown => shutdown::handle(ctx, conn).await,
+        Request::Clean { filter } => {
+            let actor = conn.actor.clone();
+            reply(conn, clean::handle(ctx, actor, filter).await).await
+        }
         Request::Audit { filter } => reply(conn, audit::list(ctx, &filter)).await,
         Request::AuditVerify => reply(conn, audit::verify(ctx)).await,
     }

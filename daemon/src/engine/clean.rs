@@ -1,0 +1,95 @@
+//! Removing finished tasks (`orch clean`).
+
+use std::collections::HashSet;
+
+use chrono::{DateTime, Utc};
+use orch_protocol::{CleanFilter, ErrorKind, ErrorReply, EventKind, Task, TaskId, TaskState};
+
+use super::{Engine, Outcome, Reply};
+
+/// When a finished task finished; `None` for a task that has not.
+fn finished_at(task: &Task) -> Option<DateTime<Utc>> {
+    match &task.state {
+        TaskState::Succeeded { finished_at } | TaskState::Failed { finished_at, .. } => {
+            Some(*finished_at)
+        }
+        TaskState::Cancelled { at } | TaskState::DependencyFailed { at, .. } => Some(*at),
+        _ => None,
+    }
+}
+
+impl Engine {
+    /// Removes the finished tasks `filter` selects, except those a kept task depends on
+    /// (a retry of the kept task needs them); returns the outcome for the audit log.
+    pub(super) fn clean(&mut self, filter: CleanFilter, reply: Reply<Vec<TaskId>>) -> Outcome {
+        if let Some(status) = filter.status.iter().find(|s| !s.is_final()) {
+            let error = ErrorReply::field(
+                ErrorKind::BadRequest,
+                "status",
+                format!(
+                    "only finished tasks can be removed, and `{}` is not a final state",
+                    status.as_str()
+                ),
+            );
+            return self.refuse(reply, error);
+        }
+        let ids = self.removable(&filter);
+        for id in &ids {
+            let task = self.tasks.remove(id).expect("selected from the map");
+            self.pending.batch.removals.push(task);
+            self.log_event(*id, EventKind::Removed);
+        }
+        let runner = self.runner.clone();
+        let removed = ids.clone();
+        self.after_commit(move |result| {
+            if result.is_ok() {
+                for id in &removed {
+                    runner.remove_log(*id);
+                }
+            }
+            let answer = result
+                .map(|()| removed)
+                .map_err(|e| ErrorReply::new(ErrorKind::Internal, e.to_string()));
+            let _ = reply.send(answer);
+        });
+        Ok(format!("removed {} tasks", ids.len()))
+    }
+
+    /// The selected finished tasks that no kept task depends on, oldest first.
+    fn removable(&self, filter: &CleanFilter) -> Vec<TaskId> {
+        let cutoff = filter
+            .older_than_ms
+            .and_then(|ms| chrono::Duration::try_milliseconds(ms.min(i64::MAX as u64) as i64))
+            .and_then(|age| Utc::now().checked_sub_signed(age));
+        let mut selected: HashSet<TaskId> = self
+            .tasks
+            .values()
+            .filter(|t| {
+                let Some(finished) = finished_at(t) else {
+                    return false;
+                };
+                (filter.status.is_empty() || filter.status.contains(&t.state.status()))
+                    && cutoff.is_none_or(|c| finished <= c)
+            })
+            .map(|t| t.id)
+            .collect();
+        // Keeping one task keeps what it depends on, which may keep more: repeat until
+        // nothing changes.
+        loop {
+            let needed: HashSet<TaskId> = self
+                .tasks
+                .values()
+                .filter(|t| !selected.contains(&t.id))
+                .flat_map(|t| t.spec.after.iter().copied())
+                .collect();
+            let before = selected.len();
+            selected.retain(|id| !needed.contains(id));
+            if selected.len() == before {
+                break;
+            }
+        }
+        let mut ids: Vec<TaskId> = selected.into_iter().collect();
+        ids.sort_unstable();
+        ids
+    }
+}

@@ -1,0 +1,106 @@
+//! `orch clean`: remove finished tasks and their logs.
+
+use std::time::Duration;
+
+use nu_plugin::{EngineInterface, EvaluatedCall, SimplePluginCommand};
+use nu_protocol::{Category, Example, LabeledError, Signature, SyntaxShape, Type, Value, record};
+use orch_protocol::{CleanFilter, Request, Response};
+
+use crate::OrchestratorPlugin;
+use crate::connection::{labeled, unexpected};
+
+/// `orch clean`
+pub struct Clean;
+
+impl SimplePluginCommand for Clean {
+    type Plugin = OrchestratorPlugin;
+
+    fn name(&self) -> &str {
+        "orch clean"
+    }
+
+    fn description(&self) -> &str {
+        "Remove finished tasks (succeeded, failed, cancelled, dependency_failed) and their logs from the store."
+    }
+
+    fn extra_description(&self) -> &str {
+        "A finished task that a kept task depends on stays (retrying the kept task needs it). The event log and the audit log keep their history."
+    }
+
+    fn signature(&self) -> Signature {
+        Signature::build(self.name())
+            .input_output_type(Type::Nothing, Type::record())
+            .named(
+                "older-than",
+                SyntaxShape::Duration,
+                "Only tasks that finished at least this long ago.",
+                Some('o'),
+            )
+            .named(
+                "status",
+                SyntaxShape::Any,
+                "Only tasks in this final status (or list of them).",
+                Some('s'),
+            )
+            .category(Category::Custom("orchestrator".into()))
+    }
+
+    fn examples(&self) -> Vec<Example<'_>> {
+        vec![
+            Example {
+                example: "orch clean",
+                description: "Remove every finished task",
+                result: None,
+            },
+            Example {
+                example: "orch clean --older-than 7day --status succeeded",
+                description: "Remove tasks that succeeded more than a week ago",
+                result: None,
+            },
+        ]
+    }
+
+    fn run(
+        &self,
+        plugin: &OrchestratorPlugin,
+        engine: &EngineInterface,
+        call: &EvaluatedCall,
+        _input: &Value,
+    ) -> Result<Value, LabeledError> {
+        let head = call.head;
+        let older_than = match call.get_flag::<Value>("older-than")? {
+            Some(v) => {
+                let nanos = v.as_duration()?;
+                let age = u64::try_from(nanos).map_err(|_| {
+                    LabeledError::new("invalid age")
+                        .with_label("the age must not be negative", v.span())
+                })?;
+                Some(Duration::from_nanos(age).as_millis() as u64)
+            }
+            None => None,
+        };
+        let filter = CleanFilter {
+            older_than_ms: older_than,
+            status: super::statuses(call.get_flag_value("status"))?,
+        };
+        let status_span = call.get_flag_span("status").unwrap_or(head);
+        let ids = match plugin.call(engine, &Request::Clean { filter }) {
+            Ok(Response::Removed { ids }) => ids,
+            Ok(other) => return Err(unexpected(other, head)),
+            Err(e) => return Err(labeled(e, head, &[("status", status_span)])),
+        };
+        let list = ids.iter().map(|id| Value::int(*id as i64, head)).collect();
+        Ok(Value::record(
+            record! {
+                "removed" => Value::int(ids.len() as i64, head),
+                "ids" => Value::list(list, head),
+            },
+            head,
+        ))
+    }
+}
+
+#[test]
+fn test_examples() {
+    crate::commands::test_examples(&Clean);
+}

@@ -38,17 +38,6 @@ fn exit_code(outcome: Option<&AttemptOutcome>, span: Span) -> Value {
     }
 }
 
-/// When the task's current state ended its last attempt, if it did.
-fn finished_at(task: &Task) -> Option<DateTime<Utc>> {
-    match &task.state {
-        TaskState::Succeeded { finished_at } | TaskState::Failed { finished_at, .. } => {
-            Some(*finished_at)
-        }
-        TaskState::Cancelled { at } | TaskState::DependencyFailed { at, .. } => Some(*at),
-        _ => None,
-    }
-}
-
 /// Why a task did not succeed, in words.
 fn error_text(task: &Task) -> Option<String> {
     match &task.state {
@@ -69,7 +58,7 @@ fn error_text(task: &Task) -> Option<String> {
 pub fn task_row(task: &Task, span: Span) -> Value {
     let last = task.last_attempt();
     let started = last.map(|a| a.started_at);
-    let finished = finished_at(task).filter(|_| started.is_some());
+    let finished = task.state.finished_at().filter(|_| started.is_some());
     let duration = match (started, finished) {
         (Some(s), Some(f)) => between(s, f, span),
         _ => Value::nothing(span),

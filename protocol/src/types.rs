@@ -265,6 +265,17 @@ pub enum TaskState {
 }
 
 impl TaskState {
+    /// When the task reached this final state; `None` while it is not final.
+    pub fn finished_at(&self) -> Option<DateTime<Utc>> {
+        match self {
+            TaskState::Succeeded { finished_at } | TaskState::Failed { finished_at, .. } => {
+                Some(*finished_at)
+            }
+            TaskState::Cancelled { at } | TaskState::DependencyFailed { at, .. } => Some(*at),
+            _ => None,
+        }
+    }
+
     /// The state's name without its data.
     pub fn status(&self) -> TaskStatus {
         match self {

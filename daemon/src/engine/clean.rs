@@ -2,21 +2,10 @@
 
 use std::collections::HashSet;
 
-use chrono::{DateTime, Utc};
-use orch_protocol::{CleanFilter, ErrorKind, ErrorReply, EventKind, Task, TaskId, TaskState};
+use chrono::Utc;
+use orch_protocol::{CleanFilter, ErrorKind, ErrorReply, EventKind, TaskId};
 
 use super::{Engine, Outcome, Reply};
-
-/// When a finished task finished; `None` for a task that has not.
-fn finished_at(task: &Task) -> Option<DateTime<Utc>> {
-    match &task.state {
-        TaskState::Succeeded { finished_at } | TaskState::Failed { finished_at, .. } => {
-            Some(*finished_at)
-        }
-        TaskState::Cancelled { at } | TaskState::DependencyFailed { at, .. } => Some(*at),
-        _ => None,
-    }
-}
 
 impl Engine {
     /// Removes the finished tasks `filter` selects, except those a kept task depends on
@@ -65,7 +54,7 @@ impl Engine {
             .tasks
             .values()
             .filter(|t| {
-                let Some(finished) = finished_at(t) else {
+                let Some(finished) = t.state.finished_at() else {
                     return false;
                 };
                 (filter.status.is_empty() || filter.status.contains(&t.state.status()))

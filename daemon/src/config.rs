@@ -46,6 +46,17 @@ pub struct Cli {
     )]
     pub nu_binary: PathBuf,
 
+    /// Directory of the extensions (providers/, taskservs/, clusters/). Default: a
+    /// nushell-modules directory next to (or above) the executable, else
+    /// $XDG_DATA_HOME/provisioning/nushell-modules (where scripts/install.sh puts it).
+    #[arg(long = "modules", value_name = "DIR", env = "PROVISIONING_MODULES")]
+    pub modules: Option<PathBuf>,
+
+    /// The workspace whose infras (`infra/<name>/settings.toml`) workflows use when a
+    /// request names none. Default: the directory the daemon was started in.
+    #[arg(long, value_name = "DIR", env = "PROVISIONING_WORKSPACE")]
+    pub workspace: Option<PathBuf>,
+
     /// Log only to orchestrator.log in the data directory, not to stderr (start-up errors
     /// still go to stderr). `orch daemon start` uses this.
     #[arg(long, short)]
@@ -62,6 +73,32 @@ impl Cli {
         self.data_dir
             .clone()
             .unwrap_or_else(paths::default_data_dir)
+    }
+
+    /// The extensions directory, with the default applied.
+    pub fn modules_dir(&self) -> PathBuf {
+        if let Some(dir) = &self.modules {
+            return dir.clone();
+        }
+        let beside_executable = std::env::current_exe().ok().and_then(|exe| {
+            exe.ancestors()
+                .skip(1)
+                .map(|dir| dir.join("nushell-modules"))
+                .find(|dir| dir.join("provisioning").is_dir())
+        });
+        beside_executable.unwrap_or_else(|| {
+            paths::default_data_dir()
+                .with_file_name("provisioning")
+                .join("nushell-modules")
+        })
+    }
+
+    /// The workspace, with the default applied.
+    pub fn workspace(&self) -> std::io::Result<PathBuf> {
+        match &self.workspace {
+            Some(dir) => Ok(dir.clone()),
+            None => std::env::current_dir(),
+        }
     }
 
     /// The socket path, with the default applied.

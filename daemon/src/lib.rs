@@ -6,8 +6,11 @@
 //! - [`socket`]: binding the owner-only Unix socket, with stale-socket detection.
 //! - [`server`]: the accept loop, the handshake, and one handler per request kind
 //!   (`server/handlers/`).
-//! - [`engine`]: the priority queue, parallel limit, retries with backoff, timeouts,
-//!   cancel, dependencies and crash recovery; one task owns all of it.
+//! - [`engine`]: the priority queue, parallel limits, retries with backoff, timeouts,
+//!   cancel, hard and soft dependencies, workflows with rollback, and crash recovery; one
+//!   task owns all of it.
+//! - [`extensions`]: providers, taskservs and cluster definitions read from manifests.
+//! - [`workflows`]: workflow requests expanded into a checked DAG of steps, and plans.
 //! - [`runner`]: runs one attempt of a task as a process group, with its log and progress.
 //! - [`store`]: the [`store::Store`] trait, its redb backend, and the group committer.
 //! - [`events`]: the one event bus that every watcher reads.
@@ -21,6 +24,7 @@ pub mod audit;
 pub mod config;
 pub mod engine;
 pub mod events;
+pub mod extensions;
 pub mod logging;
 pub mod orphans;
 pub mod runner;
@@ -28,6 +32,7 @@ pub mod server;
 pub mod shutdown;
 pub mod socket;
 pub mod store;
+pub mod workflows;
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
@@ -96,6 +101,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         socket: socket_path.clone(),
         logs_dir,
         parallel_limit: cli.parallel as usize,
+        modules_dir: cli.modules_dir(),
+        workspace: cli.workspace()?,
         started_at: chrono::Utc::now(),
         shutdown: shutdown.clone(),
     });

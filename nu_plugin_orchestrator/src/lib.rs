@@ -7,10 +7,12 @@
 //!   offending argument.
 //! - [`convert`]: tasks, events and health reports as Nushell values with real types
 //!   (datetime, duration), and JSON ↔ Nushell values for task parameters.
+//! - [`workflow_values`]: workflows, plans and the extensions registry as Nushell values.
 
 pub mod commands;
 pub mod connection;
 pub mod convert;
+pub mod workflow_values;
 
 use std::sync::Mutex;
 

@@ -45,3 +45,74 @@ export def "task run" [
     let done = (orch wait $task.id | first)
     $done | insert output (orch logs $done.id)
 }
+
+# Create servers of an infra with their providers (then the taskservs its settings list
+# for them). Returns the workflow, or with --check its plan.
+export def "server create" [
+    ...servers: string       # hostnames from the infra's settings (all when none)
+    --infra (-i): string     # the infra (a name in the workspace, or a path)
+    --settings: string       # the settings file, relative to the infra directory
+    --check (-c)             # plan only: the waves that would run
+    --wait (-w)              # return once the workflow has finished
+    --rollback (-r)          # compensate completed steps when one fails
+] {
+    (orch workflow submit servers ...$servers --infra $infra --settings $settings
+        --check=$check --wait=$wait --rollback=$rollback)
+}
+
+# Install a taskserv (its dependencies first, its add-ons after) on servers of an infra.
+export def "taskserv create" [
+    taskserv: string         # the taskserv (provisioning taskserv list)
+    --infra (-i): string     # the infra
+    --servers (-s): list<string>  # hostnames (all of the infra's when absent)
+    --settings: string       # the settings file, relative to the infra directory
+    --check (-c)             # plan only: the waves that would run
+    --wait (-w)              # return once the workflow has finished
+    --rollback (-r)          # compensate completed steps when one fails
+] {
+    (orch workflow submit taskserv $taskserv --infra $infra --servers $servers
+        --settings $settings --check=$check --wait=$wait --rollback=$rollback)
+}
+
+# The taskservs the orchestrator knows, with their dependencies and add-ons.
+export def "taskserv list" [] {
+    orch extensions taskservs
+}
+
+# Create a cluster from a cluster definition (provisioning cluster list).
+export def "cluster create" [
+    cluster: string          # the cluster definition
+    --infra (-i): string     # the infra
+    --provider: string       # the provider of its nodes (default: the infra's)
+    --check (-c)             # plan only: the waves that would run
+    --wait (-w)              # return once the workflow has finished
+    --rollback (-r)          # compensate completed steps when one fails
+] {
+    (orch workflow submit cluster $cluster --infra $infra --provider $provider
+        --check=$check --wait=$wait --rollback=$rollback)
+}
+
+# The cluster definitions the orchestrator knows.
+export def "cluster list" [] {
+    orch extensions clusters
+}
+
+# The providers the orchestrator knows.
+export def "providers list" [] {
+    orch extensions providers
+}
+
+# Run a batch workflow file (TOML, NUON, JSON or Nickel).
+export def "workflow run" [
+    file: path               # the workflow file
+    --infra (-i): string     # the infra its server and taskserv operations use
+    --check (-c)             # plan only: the waves that would run
+    --wait (-w)              # return once the workflow has finished
+] {
+    orch workflow submit batch $file --infra $infra --check=$check --wait=$wait
+}
+
+# Workflows, newest first.
+export def "workflow list" [] {
+    orch workflow list
+}

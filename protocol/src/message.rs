@@ -6,6 +6,9 @@ use crate::types::{
     AuditEntry, AuditFilter, AuditReport, CleanFilter, Event, HealthReport, Task, TaskFilter,
     TaskId, TaskSpec,
 };
+use crate::workflow::{
+    ExtensionsReport, WorkflowId, WorkflowPlan, WorkflowRequest, WorkflowSubmitted, WorkflowView,
+};
 
 /// The first frame a client sends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -74,6 +77,10 @@ pub enum Request {
         /// Only events of this task; the stream ends when it reaches a final state.
         #[serde(default)]
         task: Option<TaskId>,
+        /// Only events of this workflow and its steps; the stream ends when the workflow
+        /// reaches a final state.
+        #[serde(default)]
+        workflow: Option<WorkflowId>,
     },
     /// A task's output log, as [`Response::Log`] chunks then [`Response::StreamEnd`].
     Logs {
@@ -100,6 +107,40 @@ pub enum Request {
     },
     /// Check the audit log's hash chain. Answered by [`Response::AuditReport`].
     AuditVerify,
+    /// Submit a workflow (or plan it, with `check_mode`). Answered by
+    /// [`Response::WorkflowSubmitted`] once it is durable (with `wait`, once it has finished).
+    WorkflowSubmit {
+        /// The workflow.
+        workflow: WorkflowRequest,
+    },
+    /// The plan of a workflow, without creating it. Answered by [`Response::Plan`].
+    WorkflowPlan {
+        /// The workflow.
+        workflow: WorkflowRequest,
+    },
+    /// Workflows, newest first. Answered by [`Response::Workflows`].
+    Workflows {
+        /// At most this many.
+        #[serde(default)]
+        limit: Option<usize>,
+    },
+    /// One workflow. Answered by [`Response::Workflow`].
+    Workflow {
+        /// Which.
+        id: WorkflowId,
+    },
+    /// Cancel a workflow's unfinished steps. Answered by [`Response::Workflow`].
+    WorkflowCancel {
+        /// Which.
+        id: WorkflowId,
+    },
+    /// Compensate a finished workflow's completed steps. Answered by [`Response::Workflow`].
+    WorkflowRollback {
+        /// Which.
+        id: WorkflowId,
+    },
+    /// The extensions registry. Answered by [`Response::Extensions`].
+    Extensions,
 }
 
 /// What the daemon answers.
@@ -148,6 +189,19 @@ pub enum Response {
     },
     /// The audit log check.
     AuditReport(AuditReport),
+    /// See [`Request::WorkflowSubmit`].
+    WorkflowSubmitted(Box<WorkflowSubmitted>),
+    /// A workflow's plan.
+    Plan(Box<WorkflowPlan>),
+    /// Workflows.
+    Workflows {
+        /// Newest first.
+        workflows: Vec<WorkflowView>,
+    },
+    /// One workflow.
+    Workflow(Box<WorkflowView>),
+    /// The extensions registry.
+    Extensions(Box<ExtensionsReport>),
     /// The request failed; nothing was changed.
     Error(ErrorReply),
 }

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::workflow::{StepRef, WorkflowId, WorkflowStatus};
+
 /// Identifier of a task: assigned by the daemon, increasing in submission order.
 pub type TaskId = u64;
 
@@ -90,6 +92,9 @@ pub struct TaskSpec {
     /// Tasks that must succeed before this one starts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub after: Vec<TaskId>,
+    /// Tasks that must finish (in any way) before this one starts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub soft_after: Vec<TaskId>,
     /// Structured parameters handed to the task (`$env.ORCH_PARAMS` as JSON; `$params` in
     /// Nushell snippets).
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
@@ -100,6 +105,9 @@ pub struct TaskSpec {
     /// Extra environment variables for the process.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// The workflow step this task runs, if any (set by the daemon, not by clients).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<StepRef>,
 }
 
 impl TaskSpec {
@@ -116,9 +124,11 @@ impl TaskSpec {
             backoff: Backoff::default(),
             timeout_ms: None,
             after: Vec::new(),
+            soft_after: Vec::new(),
             params: serde_json::Value::Null,
             cwd: None,
             env: BTreeMap::new(),
+            workflow: None,
         }
     }
 
@@ -478,6 +488,14 @@ pub enum EventKind {
     Retried,
     /// A finished task was removed from the store (`orch clean`).
     Removed,
+    /// A workflow changed state (the event's `task` is the workflow's id).
+    Workflow {
+        /// Its new status.
+        status: WorkflowStatus,
+        /// Why, in words (the failed step, the rollback's reason).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
 }
 
 impl EventKind {
@@ -489,7 +507,7 @@ impl EventKind {
                 | EventKind::Failed { .. }
                 | EventKind::Cancelled
                 | EventKind::DependencyFailed { .. }
-        )
+        ) || matches!(self, EventKind::Workflow { status, .. } if status.is_final())
     }
 
     /// The event's name, as in its `type` field.
@@ -506,6 +524,7 @@ impl EventKind {
             EventKind::DependencyFailed { .. } => "dependency_failed",
             EventKind::Retried => "retried",
             EventKind::Removed => "removed",
+            EventKind::Workflow { .. } => "workflow",
         }
     }
 }
@@ -517,8 +536,11 @@ pub struct Event {
     pub seq: EventSeq,
     /// When it happened.
     pub at: DateTime<Utc>,
-    /// The task it concerns.
+    /// The task it concerns (for a workflow event, the workflow).
     pub task: TaskId,
+    /// The workflow the task belongs to, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<WorkflowId>,
     /// What happened.
     pub kind: EventKind,
 }

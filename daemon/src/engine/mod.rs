@@ -10,14 +10,17 @@ mod clean;
 mod queue;
 mod recovery;
 mod transitions;
+mod workflows;
 
-use std::collections::{HashMap, HashSet};
+pub use workflows::view_tasks;
+
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use orch_protocol::{
     Actor, AttemptOutcome, CleanFilter, ErrorReply, Event, EventKind, Progress, Task, TaskId,
-    TaskSpec, TaskState,
+    TaskSpec, TaskState, Workflow, WorkflowId, WorkflowView,
 };
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -26,6 +29,7 @@ use crate::audit::AuditRecord;
 use crate::events::EventBus;
 use crate::runner::{Launch, Runner};
 use crate::store::{GroupCommitter, Snapshot, StoreError, TaskWrite, WriteBatch};
+use crate::workflows::Draft;
 use queue::ReadyQueue;
 
 /// A reply channel for a request that changes tasks.
@@ -62,6 +66,33 @@ pub enum Command {
         id: TaskId,
         /// Answered once the task is queued durably.
         reply: Reply<Task>,
+    },
+    /// Create a checked workflow and its step tasks.
+    SubmitWorkflow {
+        /// Who asked.
+        actor: Actor,
+        /// The workflow, expanded and checked.
+        draft: Box<Draft>,
+        /// Answered with the created workflow once it is durable.
+        reply: Reply<WorkflowView>,
+    },
+    /// Cancel a workflow's unfinished tasks.
+    CancelWorkflow {
+        /// Who asked.
+        actor: Actor,
+        /// Which.
+        id: WorkflowId,
+        /// Answered once the cancellation is durable.
+        reply: Reply<WorkflowView>,
+    },
+    /// Compensate a finished workflow's completed steps.
+    RollbackWorkflow {
+        /// Who asked.
+        actor: Actor,
+        /// Which.
+        id: WorkflowId,
+        /// Answered once the rollback has durably started.
+        reply: Reply<WorkflowView>,
     },
     /// Remove finished tasks.
     Clean {
@@ -181,6 +212,13 @@ pub struct Engine {
     dependants: HashMap<TaskId, Vec<TaskId>>,
     running: HashMap<TaskId, Running>,
     cancel_waiters: HashMap<TaskId, Vec<Reply<Task>>>,
+    workflows: HashMap<WorkflowId, Workflow>,
+    /// How many tasks of each workflow run now.
+    workflow_running: HashMap<WorkflowId, usize>,
+    /// Ready tasks held back by their workflow's parallel limit.
+    deferred: HashMap<WorkflowId, ReadyQueue>,
+    /// Workflows whose tasks changed since they were last looked at.
+    touched_workflows: BTreeSet<WorkflowId>,
     parallel_limit: usize,
     next_id: TaskId,
     next_seq: u64,
@@ -221,6 +259,10 @@ impl Engine {
             dependants: HashMap::new(),
             running: HashMap::new(),
             cancel_waiters: HashMap::new(),
+            workflows: HashMap::new(),
+            workflow_running: HashMap::new(),
+            deferred: HashMap::new(),
+            touched_workflows: BTreeSet::new(),
             parallel_limit: parts.parallel_limit.max(1),
             next_id: 1,
             next_seq: snapshot.last_event_seq + 1,
@@ -246,6 +288,7 @@ impl Engine {
                 while let Ok(command) = inbox.try_recv() {
                     engine.handle(command);
                 }
+                engine.advance_workflows();
                 engine.dispatch();
                 engine.flush();
                 if engine.finished_shutdown() {
@@ -266,6 +309,33 @@ impl Engine {
                 let params = crate::audit::submitted_params(&specs);
                 let outcome = self.submit(specs, reply);
                 self.audit(actor, "submit", params, outcome);
+            }
+            Command::SubmitWorkflow {
+                actor,
+                draft,
+                reply,
+            } => {
+                let params = draft.request.clone();
+                let outcome = self.submit_workflow(*draft, reply);
+                self.audit(actor, "workflow_submit", params, outcome);
+            }
+            Command::CancelWorkflow { actor, id, reply } => {
+                let outcome = self.cancel_workflow(id, reply);
+                self.audit(
+                    actor,
+                    "workflow_cancel",
+                    serde_json::json!({ "id": id }),
+                    outcome,
+                );
+            }
+            Command::RollbackWorkflow { actor, id, reply } => {
+                let outcome = self.rollback_workflow(id, reply);
+                self.audit(
+                    actor,
+                    "workflow_rollback",
+                    serde_json::json!({ "id": id }),
+                    outcome,
+                );
             }
             Command::Clean {
                 actor,
@@ -323,6 +393,7 @@ impl Engine {
     fn transition(&mut self, id: TaskId, state: TaskState, kind: EventKind) {
         let task = self.tasks.get_mut(&id).expect("transition of a known task");
         let previous = Some(task.state.status());
+        let now_final = state.status().is_final();
         task.state = state;
         let write = TaskWrite {
             task: task.clone(),
@@ -330,13 +401,31 @@ impl Engine {
         };
         self.pending.batch.tasks.push(write);
         self.log_event(id, kind);
+        if now_final {
+            self.note_step_finished(id);
+        }
     }
 
     fn log_event(&mut self, task: TaskId, kind: EventKind) {
+        let workflow = self
+            .tasks
+            .get(&task)
+            .and_then(|t| t.spec.workflow.as_ref())
+            .map(|s| s.workflow);
+        self.push_event(task, workflow, kind);
+    }
+
+    /// Logs an event of workflow `id` itself.
+    fn log_workflow_event(&mut self, id: WorkflowId, kind: EventKind) {
+        self.push_event(id, Some(id), kind);
+    }
+
+    fn push_event(&mut self, task: TaskId, workflow: Option<WorkflowId>, kind: EventKind) {
         let event = Event {
             seq: self.next_seq,
             at: Utc::now(),
             task,
+            workflow,
             kind,
         };
         self.next_seq += 1;
@@ -396,6 +485,10 @@ impl Engine {
             if !matches!(task.state, TaskState::Queued { .. }) {
                 continue; // a stale entry: cancelled or already started
             }
+            if !self.take_workflow_slot(id) {
+                continue; // its workflow is at its limit: deferred until a slot frees
+            }
+            let task = self.tasks.get_mut(&id).expect("checked above");
             let attempt = task.attempts.len() as u32 + 1;
             let started_at = Utc::now();
             task.attempts.push(orch_protocol::Attempt {

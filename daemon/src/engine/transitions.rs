@@ -107,7 +107,21 @@ impl Engine {
             let known = |d: &TaskId| {
                 self.tasks.contains_key(d) || (first_new..first_new + index as u64).contains(d)
             };
-            if let Some(missing) = spec.after.iter().find(|d| !known(d)) {
+            if spec.workflow.is_some() {
+                return Err(ErrorReply::field(
+                    ErrorKind::BadRequest,
+                    "workflow",
+                    format!(
+                        "task #{index}: `workflow` is set by the daemon for workflow steps; submit a workflow instead"
+                    ),
+                ));
+            }
+            if let Some(missing) = spec
+                .after
+                .iter()
+                .chain(&spec.soft_after)
+                .find(|d| !known(d))
+            {
                 let message = if (first_new..first_new + specs.len() as u64).contains(missing) {
                     format!(
                         "task #{index} depends on task {missing}, which comes at or after it in the same submission"
@@ -122,11 +136,11 @@ impl Engine {
     }
 
     /// Adds one validated task in its first state.
-    fn create_task(&mut self, mut spec: TaskSpec) -> TaskId {
+    pub(super) fn create_task(&mut self, mut spec: TaskSpec) -> TaskId {
         let id = self.next_id;
         self.next_id += 1;
         spec.after = unique(&spec.after);
-        let state = self.initial_state(&spec.after);
+        let state = self.initial_state(&spec.after, &spec.soft_after);
         let status = state.status();
         let task = Task {
             id,
@@ -147,9 +161,14 @@ impl Engine {
         id
     }
 
-    /// The state a task with these dependencies starts in (or returns to on retry).
-    fn initial_state(&self, after: &[TaskId]) -> TaskState {
-        let mut waiting_on = Vec::new();
+    /// The state a task with these hard and soft dependencies starts in (or returns to on
+    /// retry).
+    fn initial_state(&self, after: &[TaskId], soft_after: &[TaskId]) -> TaskState {
+        let mut waiting_on: Vec<TaskId> = soft_after
+            .iter()
+            .filter(|d| !self.tasks[*d].state.status().is_final())
+            .copied()
+            .collect();
         for dep in after {
             match &self.tasks[dep].state {
                 TaskState::Succeeded { .. } => {}
@@ -214,17 +233,22 @@ impl Engine {
             self.cancel_waiters.entry(id).or_default().push(reply);
             return Ok(format!("task {id}: stopping its running attempt"));
         }
+        self.cancel_waiting(id);
+        let task = snapshot_of(&self.tasks, id);
+        self.after_commit(move |result| {
+            let _ = reply.send(result.map(|()| task).map_err(internal));
+        });
+        Ok(format!("task {id} cancelled"))
+    }
+
+    /// Cancels a task that is not running (waiting, queued or between attempts).
+    pub(super) fn cancel_waiting(&mut self, id: TaskId) {
         self.transition(
             id,
             TaskState::Cancelled { at: Utc::now() },
             EventKind::Cancelled,
         );
         self.fail_dependants(id);
-        let task = snapshot_of(&self.tasks, id);
-        self.after_commit(move |result| {
-            let _ = reply.send(result.map(|()| task).map_err(internal));
-        });
-        Ok(format!("task {id} cancelled"))
     }
 
     /// Queues a finished task again; returns the outcome for the audit log.
@@ -244,7 +268,7 @@ impl Engine {
             );
             return self.refuse(reply, error);
         }
-        let state = self.initial_state(&task.spec.after);
+        let state = self.initial_state(&task.spec.after, &task.spec.soft_after);
         if let TaskState::DependencyFailed { dependency, .. } = state {
             let error = ErrorReply::field(
                 ErrorKind::Conflict,
@@ -303,8 +327,9 @@ impl Engine {
         // task sees its dependencies' new states.
         revived.sort_unstable();
         for id in revived {
-            let after = self.tasks[&id].spec.after.clone();
-            match self.initial_state(&after) {
+            let spec = &self.tasks[&id].spec;
+            let (after, soft_after) = (spec.after.clone(), spec.soft_after.clone());
+            match self.initial_state(&after, &soft_after) {
                 // Another dependency failed too: it stays failed, now naming that one.
                 TaskState::DependencyFailed { dependency, at } => self.transition(
                     id,
@@ -320,6 +345,7 @@ impl Engine {
         let Some(running) = self.running.remove(&id) else {
             return;
         };
+        self.release_workflow_slot(id);
         debug_assert_eq!(running.attempt, attempt);
         let outcome = match running.stop {
             Some(StopReason::Cancel) if !outcome.is_success() => AttemptOutcome::Cancelled,
@@ -411,34 +437,40 @@ impl Engine {
     /// After `id` succeeded: dependants waiting only on it become ready.
     fn release_dependants(&mut self, id: TaskId) {
         for dependant in self.dependants.remove(&id).unwrap_or_default() {
-            let Some(TaskState::Blocked { waiting_on }) =
-                self.tasks.get(&dependant).map(|t| t.state.clone())
-            else {
-                continue;
-            };
-            let rest: Vec<TaskId> = waiting_on.into_iter().filter(|d| *d != id).collect();
-            if rest.is_empty() {
-                self.transition(
-                    dependant,
-                    TaskState::Queued { since: Utc::now() },
-                    EventKind::Queued,
-                );
-                let priority = self.tasks[&dependant].spec.priority;
-                self.ready.push(priority, dependant);
-            } else {
-                let task = self.tasks.get_mut(&dependant).expect("known task");
-                task.state = TaskState::Blocked { waiting_on: rest };
-                let write = TaskWrite {
-                    task: task.clone(),
-                    previous: Some(TaskStatus::Blocked),
-                };
-                self.pending.batch.tasks.push(write);
-            }
+            self.release_one(dependant, id);
         }
     }
 
-    /// After `root` failed for good: everything that waits on it, directly or not, fails
-    /// with `dependency_failed` naming `root`.
+    /// `dependant` no longer waits for `id`; it becomes ready when it waits for nothing.
+    fn release_one(&mut self, dependant: TaskId, id: TaskId) {
+        let Some(TaskState::Blocked { waiting_on }) =
+            self.tasks.get(&dependant).map(|t| t.state.clone())
+        else {
+            return;
+        };
+        let rest: Vec<TaskId> = waiting_on.into_iter().filter(|d| *d != id).collect();
+        if rest.is_empty() {
+            self.transition(
+                dependant,
+                TaskState::Queued { since: Utc::now() },
+                EventKind::Queued,
+            );
+            let priority = self.tasks[&dependant].spec.priority;
+            self.ready.push(priority, dependant);
+        } else {
+            let task = self.tasks.get_mut(&dependant).expect("known task");
+            task.state = TaskState::Blocked { waiting_on: rest };
+            let write = TaskWrite {
+                task: task.clone(),
+                previous: Some(TaskStatus::Blocked),
+            };
+            self.pending.batch.tasks.push(write);
+        }
+    }
+
+    /// After `root` failed for good: everything that needs it (a hard dependency), directly
+    /// or not, fails with `dependency_failed` naming `root`; what only waits for it to
+    /// finish (a soft dependency) is released.
     fn fail_dependants(&mut self, root: TaskId) {
         let mut stack = vec![root];
         while let Some(id) = stack.pop() {
@@ -448,6 +480,10 @@ impl Engine {
                     .get(&dependant)
                     .is_some_and(|t| matches!(t.state, TaskState::Blocked { .. }));
                 if !blocked {
+                    continue;
+                }
+                if !self.tasks[&dependant].spec.after.contains(&id) {
+                    self.release_one(dependant, id);
                     continue;
                 }
                 self.transition(
@@ -501,6 +537,7 @@ fn not_found(id: TaskId) -> ErrorReply {
     ErrorReply::field(ErrorKind::NotFound, "id", format!("there is no task {id}"))
 }
 
-fn internal(e: &crate::store::StoreError) -> ErrorReply {
+/// A store failure as an error answer.
+pub(super) fn internal(e: &crate::store::StoreError) -> ErrorReply {
     ErrorReply::new(ErrorKind::Internal, e.to_string())
 }

@@ -33,6 +33,10 @@ pub struct Context {
     pub logs_dir: PathBuf,
     /// How many tasks may run at once.
     pub parallel_limit: usize,
+    /// Where the extensions (`providers/`, `taskservs/`, `clusters/`) are read from.
+    pub modules_dir: PathBuf,
+    /// The workspace whose infras workflows use when a request names none.
+    pub workspace: PathBuf,
     /// When the daemon started.
     pub started_at: DateTime<Utc>,
     /// Cancelled to stop the daemon.

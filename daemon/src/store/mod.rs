@@ -9,7 +9,8 @@ pub mod committer;
 pub mod redb_store;
 
 use orch_protocol::{
-    AuditEntry, AuditFilter, AuditReport, Event, Task, TaskFilter, TaskId, TaskStatus,
+    AuditEntry, AuditFilter, AuditReport, Event, Task, TaskFilter, TaskId, TaskStatus, Workflow,
+    WorkflowId,
 };
 
 use crate::audit::AuditRecord;
@@ -61,6 +62,8 @@ pub struct WriteBatch {
     pub audit: Vec<AuditRecord>,
     /// Finished tasks to delete (after the task writes above).
     pub removals: Vec<Task>,
+    /// Workflow records to insert or replace.
+    pub workflows: Vec<Workflow>,
 }
 
 impl WriteBatch {
@@ -70,6 +73,7 @@ impl WriteBatch {
         self.events.extend(other.events);
         self.audit.extend(other.audit);
         self.removals.extend(other.removals);
+        self.workflows.extend(other.workflows);
     }
 
     /// True when there is nothing to write.
@@ -78,6 +82,7 @@ impl WriteBatch {
             && self.events.is_empty()
             && self.audit.is_empty()
             && self.removals.is_empty()
+            && self.workflows.is_empty()
     }
 }
 
@@ -86,6 +91,8 @@ impl WriteBatch {
 pub struct Snapshot {
     /// Every task, by id.
     pub tasks: Vec<Task>,
+    /// Every workflow, by id.
+    pub workflows: Vec<Workflow>,
     /// Ids of queued tasks in queue order (priority, then submission order).
     pub queue: Vec<TaskId>,
     /// The sequence number of the last logged event (0 when none).
@@ -108,6 +115,12 @@ pub trait Store: Send + Sync + 'static {
 
     /// One task.
     fn get(&self, id: TaskId) -> Result<Option<Task>, StoreError>;
+
+    /// One workflow.
+    fn workflow(&self, id: WorkflowId) -> Result<Option<Workflow>, StoreError>;
+
+    /// The newest `limit` workflows, newest first.
+    fn workflows(&self, limit: usize) -> Result<Vec<Workflow>, StoreError>;
 
     /// Tasks matching `filter`, newest first.
     fn list(&self, filter: &TaskFilter) -> Result<Vec<Task>, StoreError>;

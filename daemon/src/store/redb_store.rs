@@ -8,12 +8,15 @@
 //! - `events`: sequence number → event (JSON), the event log.
 //! - `audit`: sequence number → audit entry (JSON), hash-chained; `audit_head`: the last
 //!   entry's sequence number and hash, kept apart so that a removed tail is detected.
-//! - `meta`: the highest task id ever assigned.
+//! - `workflows`: workflow id → workflow record (JSON): its steps, their compensations
+//!   and its state.
+//! - `meta`: the highest task (or workflow) id ever assigned.
 
 use std::path::Path;
 
 use orch_protocol::{
-    AuditEntry, AuditFilter, AuditReport, Event, Task, TaskFilter, TaskId, TaskStatus,
+    AuditEntry, AuditFilter, AuditReport, Event, Task, TaskFilter, TaskId, TaskStatus, Workflow,
+    WorkflowId,
 };
 
 use crate::audit::AuditRecord;
@@ -32,6 +35,7 @@ const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
 const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit");
 const AUDIT_HEAD: TableDefinition<u8, &[u8]> = TableDefinition::new("audit_head");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+const WORKFLOWS: TableDefinition<u64, &[u8]> = TableDefinition::new("workflows");
 
 /// The highest task id ever assigned (ids are never reused, even after `orch clean`).
 const LAST_TASK_ID: &str = "last_task_id";
@@ -77,6 +81,7 @@ impl RedbStore {
         txn.open_table(AUDIT).map_err(backend)?;
         txn.open_table(AUDIT_HEAD).map_err(backend)?;
         txn.open_table(META).map_err(backend)?;
+        txn.open_table(WORKFLOWS).map_err(backend)?;
         txn.commit().map_err(backend)?;
         Ok(RedbStore { db })
     }
@@ -114,11 +119,17 @@ impl RedbStore {
             let body = serde_json::to_vec(event).expect("events always serialize");
             events.insert(event.seq, body.as_slice())?;
         }
+        let mut workflows = txn.open_table(WORKFLOWS)?;
+        for workflow in &batch.workflows {
+            let body = serde_json::to_vec(workflow).expect("workflow records always serialize");
+            workflows.insert(workflow.id, body.as_slice())?;
+        }
         let newest = batch
             .tasks
             .iter()
             .filter(|w| w.previous.is_none())
             .map(|w| w.task.id)
+            .chain(batch.workflows.iter().map(|w| w.id))
             .max();
         if let Some(newest) = newest {
             let mut meta = txn.open_table(META)?;
@@ -240,12 +251,42 @@ impl Store for RedbStore {
             .get(LAST_TASK_ID)
             .map_err(backend)?
             .map_or(0, |v| v.value());
+        let workflows_table = txn.open_table(WORKFLOWS).map_err(backend)?;
+        let mut workflows = Vec::new();
+        for entry in workflows_table.iter().map_err(backend)? {
+            let (id, body) = entry.map_err(backend)?;
+            workflows.push(decode::<Workflow>(
+                &format!("workflow {}", id.value()),
+                body.value(),
+            )?);
+        }
         Ok(Snapshot {
             tasks,
+            workflows,
             queue,
             last_event_seq: self.last_event_seq()?,
             last_task_id,
         })
+    }
+
+    fn workflow(&self, id: WorkflowId) -> Result<Option<Workflow>, StoreError> {
+        let txn = self.db.begin_read().map_err(backend)?;
+        let table = txn.open_table(WORKFLOWS).map_err(backend)?;
+        match table.get(id).map_err(backend)? {
+            Some(body) => Ok(Some(decode(&format!("workflow {id}"), body.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    fn workflows(&self, limit: usize) -> Result<Vec<Workflow>, StoreError> {
+        let txn = self.db.begin_read().map_err(backend)?;
+        let table = txn.open_table(WORKFLOWS).map_err(backend)?;
+        let mut out = Vec::new();
+        for entry in table.iter().map_err(backend)?.rev().take(limit) {
+            let (id, body) = entry.map_err(backend)?;
+            out.push(decode(&format!("workflow {}", id.value()), body.value())?);
+        }
+        Ok(out)
     }
 
     fn get(&self, id: TaskId) -> Result<Option<Task>, StoreError> {

@@ -26,6 +26,27 @@ pub const DAEMON: Group = Group {
     extra_description: "",
 };
 
+/// `orch workflow`
+pub const WORKFLOW: Group = Group {
+    name: "orch workflow",
+    description: "Submit, plan, follow, cancel and roll back workflows (DAGs of provisioning steps).",
+    extra_description: "Follow a workflow's events with `orch watch --workflow ID`.",
+};
+
+/// `orch workflow submit`
+pub const WORKFLOW_SUBMIT: Group = Group {
+    name: "orch workflow submit",
+    description: "Submit a workflow: servers, taskserv, cluster or batch.",
+    extra_description: "",
+};
+
+/// `orch extensions`
+pub const EXTENSIONS: Group = Group {
+    name: "orch extensions",
+    description: "The providers, taskservs and cluster definitions the daemon knows.",
+    extra_description: "",
+};
+
 impl SimplePluginCommand for Group {
     type Plugin = OrchestratorPlugin;
 
@@ -70,4 +91,7 @@ impl SimplePluginCommand for Group {
 fn test_examples() {
     crate::commands::test_examples(&ORCH);
     crate::commands::test_examples(&DAEMON);
+    crate::commands::test_examples(&WORKFLOW);
+    crate::commands::test_examples(&WORKFLOW_SUBMIT);
+    crate::commands::test_examples(&EXTENSIONS);
 }

@@ -2,11 +2,13 @@
 
 mod audit;
 mod audit_verify;
+mod batch_file;
 mod cancel;
 mod clean;
 mod daemon_start;
 mod daemon_status;
 mod daemon_stop;
+mod extensions;
 mod group;
 mod health;
 mod logs;
@@ -16,6 +18,14 @@ mod task;
 mod tasks;
 mod wait;
 mod watch;
+mod workflow_args;
+mod workflow_batch;
+mod workflow_cluster;
+mod workflow_list;
+mod workflow_plan;
+mod workflow_servers;
+mod workflow_show;
+mod workflow_taskserv;
 
 use nu_plugin::{EngineInterface, EvaluatedCall, PluginCommand};
 use nu_protocol::{LabeledError, Spanned, Value};
@@ -44,7 +54,34 @@ pub fn all() -> Vec<Box<dyn PluginCommand<Plugin = OrchestratorPlugin>>> {
         Box::new(daemon_start::DaemonStart),
         Box::new(daemon_stop::DaemonStop),
         Box::new(daemon_status::DaemonStatus),
+        Box::new(group::WORKFLOW),
+        Box::new(group::WORKFLOW_SUBMIT),
+        Box::new(workflow_servers::SubmitServers),
+        Box::new(workflow_taskserv::SubmitTaskserv),
+        Box::new(workflow_cluster::SubmitCluster),
+        Box::new(workflow_batch::SubmitBatch),
+        Box::new(workflow_list::WorkflowList),
+        Box::new(workflow_show::SHOW),
+        Box::new(workflow_plan::WorkflowPlan),
+        Box::new(workflow_show::CANCEL),
+        Box::new(workflow_show::ROLLBACK),
+        Box::new(group::EXTENSIONS),
+        Box::new(extensions::PROVIDERS),
+        Box::new(extensions::TASKSERVS),
+        Box::new(extensions::CLUSTERS),
     ]
+}
+
+/// A named flag's value, where `--flag null` (what a wrapper passes for an unset
+/// optional flag of its own) counts as not given.
+pub fn flag<T: nu_protocol::FromValue>(
+    call: &EvaluatedCall,
+    name: &str,
+) -> Result<Option<T>, nu_protocol::ShellError> {
+    match call.get_flag_value(name) {
+        None | Some(Value::Nothing { .. }) => Ok(None),
+        Some(value) => T::from_value(value).map(Some),
+    }
 }
 
 /// A task id argument: a non-negative integer.

@@ -26,7 +26,7 @@ impl PluginCommand for Watch {
     }
 
     fn extra_description(&self) -> &str {
-        "The stream runs until Ctrl-C, or with --task until that task is final. Use `first N` to stop after N events."
+        "The stream runs until Ctrl-C, with --task until that task is final, with --workflow until that workflow is final. Use `first N` to stop after N events."
     }
 
     fn signature(&self) -> Signature {
@@ -37,6 +37,12 @@ impl PluginCommand for Watch {
                 SyntaxShape::Int,
                 "Only this task's events, from its submission until it is final.",
                 Some('t'),
+            )
+            .named(
+                "workflow",
+                SyntaxShape::Int,
+                "Only the events of this workflow and its steps, until the workflow is final.",
+                Some('w'),
             )
             .named(
                 "since",
@@ -61,6 +67,11 @@ impl PluginCommand for Watch {
                 result: None,
             },
             Example {
+                example: "orch watch --workflow 12 | select at task event details",
+                description: "Follow workflow 12 and its steps until it is final",
+                result: None,
+            },
+            Example {
                 example: "orch watch --all | where event == failed | first 5",
                 description: "The first five failures in the log, waiting for more if needed",
                 result: None,
@@ -77,6 +88,8 @@ impl PluginCommand for Watch {
     ) -> Result<PipelineData, LabeledError> {
         let task_arg: Option<Spanned<i64>> = call.get_flag("task")?;
         let task = task_arg.map(super::task_id).transpose()?;
+        let workflow_arg: Option<Spanned<i64>> = call.get_flag("workflow")?;
+        let workflow = workflow_arg.map(super::task_id).transpose()?;
         let since = match call.get_flag::<Spanned<i64>>("since")? {
             Some(seq) => Some(super::task_id(seq)?),
             None if call.has_flag("all")? => Some(0),
@@ -85,9 +98,14 @@ impl PluginCommand for Watch {
         let mut client = plugin
             .connect(engine)
             .map_err(|e| labeled(e, call.head, &[]))?;
-        let field_spans: Vec<(&str, Span)> = task_arg.iter().map(|t| ("id", t.span)).collect();
+        let mut field_spans: Vec<(&str, Span)> = task_arg.iter().map(|t| ("id", t.span)).collect();
+        field_spans.extend(workflow_arg.iter().map(|w| ("workflow", w.span)));
         client
-            .send(&Request::Watch { since, task })
+            .send(&Request::Watch {
+                since,
+                task,
+                workflow,
+            })
             .map_err(|e| labeled(e, call.head, &[]))?;
         let signals = engine.signals().clone();
         // The first item tells whether the daemon accepted the watch.

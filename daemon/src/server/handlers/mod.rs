@@ -3,6 +3,7 @@
 mod audit;
 mod cancel;
 mod clean;
+mod extensions;
 mod get;
 mod health;
 mod list;
@@ -12,6 +13,9 @@ mod shutdown;
 mod submit;
 mod wait;
 mod watch;
+mod workflow_control;
+mod workflow_submit;
+mod workflows;
 
 use orch_protocol::{ErrorKind, ErrorReply, Request, Response};
 
@@ -41,7 +45,11 @@ pub async fn dispatch(
             let actor = conn.actor.clone();
             reply(conn, retry::handle(ctx, actor, id).await).await
         }
-        Request::Watch { since, task } => watch::handle(ctx, conn, since, task).await,
+        Request::Watch {
+            since,
+            task,
+            workflow,
+        } => watch::handle(ctx, conn, since, task, workflow).await,
         Request::Logs { id, follow } => logs::handle(ctx, conn, id, follow).await,
         Request::Shutdown => shutdown::handle(ctx, conn).await,
         Request::Clean { filter } => {
@@ -50,6 +58,21 @@ pub async fn dispatch(
         }
         Request::Audit { filter } => reply(conn, audit::list(ctx, &filter)).await,
         Request::AuditVerify => reply(conn, audit::verify(ctx)).await,
+        Request::WorkflowSubmit { workflow } => workflow_submit::handle(ctx, conn, workflow).await,
+        Request::WorkflowPlan { workflow } => {
+            reply(conn, workflow_submit::plan(ctx, &workflow)).await
+        }
+        Request::Workflows { limit } => reply(conn, workflows::list(ctx, limit)).await,
+        Request::Workflow { id } => reply(conn, workflows::get(ctx, id)).await,
+        Request::WorkflowCancel { id } => {
+            let actor = conn.actor.clone();
+            reply(conn, workflow_control::cancel(ctx, actor, id).await).await
+        }
+        Request::WorkflowRollback { id } => {
+            let actor = conn.actor.clone();
+            reply(conn, workflow_control::rollback(ctx, actor, id).await).await
+        }
+        Request::Extensions => reply(conn, Ok(extensions::handle(ctx))).await,
     }
 }
 

@@ -1,6 +1,6 @@
 //! `Watch`: stream events, replaying the log after `since` first.
 
-use orch_protocol::{ErrorReply, Event, Response, TaskId};
+use orch_protocol::{ErrorKind, ErrorReply, Event, EventKind, Response, TaskId, WorkflowId};
 use tokio::sync::broadcast::error::RecvError;
 
 use super::{no_such_task, store_error};
@@ -14,15 +14,17 @@ pub async fn handle(
     conn: &mut Connection,
     since: Option<u64>,
     task: Option<TaskId>,
+    workflow: Option<WorkflowId>,
 ) -> std::io::Result<()> {
     let mut live = ctx.bus.subscribe();
-    let start = match start_point(ctx, since, task) {
+    let start = match start_point(ctx, since, task, workflow) {
         Ok(start) => start,
         Err(reply) => return conn.send(&Response::Error(reply)).await,
     };
     let mut stream = Stream {
         last: start,
         task,
+        workflow,
         ended: false,
     };
     // Replay, then live; a lagging subscriber replays what it missed from the log.
@@ -37,7 +39,7 @@ pub async fn handle(
             tokio::select! {
                 event = live.recv() => match event {
                     Ok(event) => {
-                        stream.send(conn, &event).await?;
+                        stream.send(ctx, conn, &event).await?;
                         if stream.ended {
                             return conn.send(&Response::StreamEnd).await;
                         }
@@ -53,15 +55,32 @@ pub async fn handle(
 }
 
 /// The sequence number after which events are sent: `since`, else the whole history of
-/// the watched task, else only what happens from now on.
-fn start_point(ctx: &Context, since: Option<u64>, task: Option<TaskId>) -> Result<u64, ErrorReply> {
+/// the watched task or workflow, else only what happens from now on.
+fn start_point(
+    ctx: &Context,
+    since: Option<u64>,
+    task: Option<TaskId>,
+    workflow: Option<WorkflowId>,
+) -> Result<u64, ErrorReply> {
     if let Some(id) = task {
         ctx.store
             .get(id)
             .map_err(store_error)?
             .ok_or_else(|| no_such_task(id))?;
     }
-    match (since, task) {
+    if let Some(id) = workflow {
+        ctx.store
+            .workflow(id)
+            .map_err(store_error)?
+            .ok_or_else(|| {
+                ErrorReply::field(
+                    ErrorKind::NotFound,
+                    "workflow",
+                    format!("there is no workflow {id}"),
+                )
+            })?;
+    }
+    match (since, task.or(workflow)) {
         (Some(seq), _) => Ok(seq),
         (None, Some(_)) => Ok(0),
         (None, None) => ctx.store.last_event_seq().map_err(store_error),
@@ -72,6 +91,7 @@ fn start_point(ctx: &Context, since: Option<u64>, task: Option<TaskId>) -> Resul
 struct Stream {
     last: u64,
     task: Option<TaskId>,
+    workflow: Option<WorkflowId>,
     ended: bool,
 }
 
@@ -91,7 +111,7 @@ impl Stream {
                 return Ok(Ok(()));
             }
             for event in &page {
-                self.send(conn, event).await?;
+                self.send(ctx, conn, event).await?;
                 if self.ended {
                     return Ok(Ok(()));
                 }
@@ -100,19 +120,46 @@ impl Stream {
     }
 
     /// Sends `event` unless it was already sent or filtered out.
-    async fn send(&mut self, conn: &mut Connection, event: &Event) -> std::io::Result<()> {
+    async fn send(
+        &mut self,
+        ctx: &Context,
+        conn: &mut Connection,
+        event: &Event,
+    ) -> std::io::Result<()> {
         if event.seq <= self.last {
             return Ok(());
         }
         self.last = event.seq;
-        if self.task.is_some_and(|id| id != event.task) {
+        if self.task.is_some_and(|id| id != event.task)
+            || self.workflow.is_some_and(|id| Some(id) != event.workflow)
+        {
             return Ok(());
         }
         conn.send(&Response::Event {
             event: event.clone(),
         })
         .await?;
-        self.ended = self.task.is_some() && event.kind.is_final();
+        self.ended = match (self.task, self.workflow) {
+            (Some(_), _) => event.kind.is_final(),
+            (None, Some(id)) => ends_workflow(ctx, id, event),
+            (None, None) => false,
+        };
         Ok(())
     }
+}
+
+/// Whether `event` is the workflow's last: a final state that is still its state (a
+/// finished workflow can be rolled back later, and a replay must go on to that).
+fn ends_workflow(ctx: &Context, id: WorkflowId, event: &Event) -> bool {
+    let EventKind::Workflow { status, .. } = &event.kind else {
+        return false;
+    };
+    if event.task != id || !status.is_final() {
+        return false;
+    }
+    ctx.store
+        .workflow(id)
+        .ok()
+        .flatten()
+        .is_none_or(|w| w.state.status() == *status)
 }

@@ -1,0 +1,72 @@
+//! `orch workflow list`: workflows, newest first.
+
+use nu_plugin::{EngineInterface, EvaluatedCall, SimplePluginCommand};
+use nu_protocol::{Category, Example, LabeledError, Signature, SyntaxShape, Type, Value};
+use orch_protocol::{Request, Response};
+
+use crate::OrchestratorPlugin;
+use crate::connection::{labeled, unexpected};
+use crate::workflow_values::workflow_row;
+
+/// `orch workflow list`
+pub struct WorkflowList;
+
+impl SimplePluginCommand for WorkflowList {
+    type Plugin = OrchestratorPlugin;
+
+    fn name(&self) -> &str {
+        "orch workflow list"
+    }
+
+    fn description(&self) -> &str {
+        "List workflows, newest first, with their status and step counts."
+    }
+
+    fn signature(&self) -> Signature {
+        Signature::build(self.name())
+            .input_output_type(Type::Nothing, Type::table())
+            .named(
+                "limit",
+                SyntaxShape::Int,
+                "At most this many (default 100).",
+                Some('n'),
+            )
+            .category(Category::Custom("orchestrator".into()))
+    }
+
+    fn examples(&self) -> Vec<Example<'_>> {
+        vec![Example {
+            example: "orch workflow list | where status == failed",
+            description: "The workflows that failed",
+            result: None,
+        }]
+    }
+
+    fn run(
+        &self,
+        plugin: &OrchestratorPlugin,
+        engine: &EngineInterface,
+        call: &EvaluatedCall,
+        _input: &Value,
+    ) -> Result<Value, LabeledError> {
+        let limit = super::limit_flag(call)?;
+        let answer = plugin
+            .call(engine, &Request::Workflows { limit })
+            .map_err(|e| labeled(e, call.head, &[]))?;
+        match answer {
+            Response::Workflows { workflows } => Ok(Value::list(
+                workflows
+                    .iter()
+                    .map(|w| workflow_row(w, call.head))
+                    .collect(),
+                call.head,
+            )),
+            other => Err(unexpected(other, call.head)),
+        }
+    }
+}
+
+#[test]
+fn test_examples() {
+    crate::commands::test_examples(&WorkflowList);
+}

@@ -75,21 +75,30 @@ fn a_three_level_dag_runs_in_its_planned_waves_under_the_workflow_limit() {
         "'{workflow}' | from json | orch workflow submit batch --check"
     ));
     assert_eq!(plan["waves"], json!([["a", "b"], ["c", "d"], ["e"]]));
-    assert_eq!(plan["rollback_waves"], json!([["e"], ["c", "d"], ["a", "b"]]));
+    assert_eq!(
+        plan["rollback_waves"],
+        json!([["e"], ["c", "d"], ["a", "b"]])
+    );
     let done = run(&nu, &workflow);
     assert_eq!(done["status"], "succeeded", "{done}");
     let spans = intervals(daemon.dir());
     // Every step started after its dependencies ended.
     for (step, deps) in [("d", vec!["a", "b"]), ("e", vec!["c", "d"])] {
         for dep in deps {
-            assert!(spans[step].0 >= spans[dep].1, "{step} started before {dep} ended");
+            assert!(
+                spans[step].0 >= spans[dep].1,
+                "{step} started before {dep} ended"
+            );
         }
     }
     // Never more than two at once, and the starts follow the planned waves.
     let mut by_start: Vec<(&String, &(u128, u128))> = spans.iter().collect();
     by_start.sort_by_key(|(_, (start, _))| *start);
     for (i, (_, (start, _))) in by_start.iter().enumerate() {
-        let overlapping = by_start[..i].iter().filter(|(_, (_, end))| end > start).count();
+        let overlapping = by_start[..i]
+            .iter()
+            .filter(|(_, (_, end))| end > start)
+            .count();
         assert!(overlapping < 2, "three steps ran at once: {by_start:?}");
     }
     let order: Vec<&str> = by_start.iter().map(|(id, _)| id.as_str()).collect();
@@ -97,7 +106,10 @@ fn a_three_level_dag_runs_in_its_planned_waves_under_the_workflow_limit() {
     first_two.sort_unstable();
     let mut next_two = order[2..4].to_vec();
     next_two.sort_unstable();
-    assert_eq!((first_two, next_two, order[4]), (vec!["a", "b"], vec!["c", "d"], "e"));
+    assert_eq!(
+        (first_two, next_two, order[4]),
+        (vec!["a", "b"], vec!["c", "d"], "e")
+    );
 }
 
 #[test]
@@ -116,20 +128,31 @@ fn a_failed_step_rolls_back_the_completed_steps_in_reverse_dependency_order() {
     assert_eq!(done["reason"], "step fails failed");
     assert_eq!(step_status(&done, "slow"), "cancelled");
     let compensations = lines(&daemon.dir().join("rollback.txt"));
-    assert_eq!(compensations, ["rc", "rb", "ra"], "reverse dependency order");
+    assert_eq!(
+        compensations,
+        ["rc", "rb", "ra"],
+        "reverse dependency order"
+    );
     let rolled: Vec<&str> = done["rollback"]
         .as_array()
         .unwrap()
         .iter()
         .map(|r| r["step"].as_str().unwrap())
         .collect();
-    assert_eq!(rolled, ["c", "b", "a"], "only completed steps with a compensation");
+    assert_eq!(
+        rolled,
+        ["c", "b", "a"],
+        "only completed steps with a compensation"
+    );
     // The workflow's events end with its final state, in order.
     let events = nu.json(&format!(
         "orch watch --workflow {} --all | where event == workflow | get details.status",
         done["id"]
     ));
-    assert_eq!(events, json!(["running", "rolling_back", "rolling_back", "rolled_back"]));
+    assert_eq!(
+        events,
+        json!(["running", "rolling_back", "rolling_back", "rolled_back"])
+    );
 }
 
 #[test]
@@ -146,7 +169,10 @@ fn soft_dependants_run_after_a_failure_and_hard_ones_are_skipped() {
     assert_eq!(done["failed"], json!(["a", "hard"]));
     assert_eq!(step_status(&done, "soft"), "succeeded");
     assert_eq!(step_status(&done, "hard"), "dependency_failed");
-    assert!(!daemon.dir().join("rollback.txt").exists(), "no rollback without rollback_enabled");
+    assert!(
+        !daemon.dir().join("rollback.txt").exists(),
+        "no rollback without rollback_enabled"
+    );
     // A manual rollback compensates what completed.
     let rolled = nu.json(&format!("orch workflow rollback {} | get id", done["id"]));
     let done = nu.json(&format!(
@@ -178,7 +204,9 @@ fn kill_9_mid_workflow_resumes_without_rerunning_succeeded_steps() {
         counted("s1", &[], 10, false), counted("s2", &["s1"], 10, false),
         counted("s3", &["s2"], 3_000, false), counted("s4", &["s3"], 10, false),
     ]});
-    let id = nu.json(&format!("'{workflow}' | from json | orch workflow submit batch | get id"));
+    let id = nu.json(&format!(
+        "'{workflow}' | from json | orch workflow submit batch | get id"
+    ));
     wait_for_line(&daemon.dir().join("runs.txt"), "s3");
     daemon.kill9();
     daemon.restart();
@@ -187,7 +215,10 @@ fn kill_9_mid_workflow_resumes_without_rerunning_succeeded_steps() {
     ));
     assert_eq!(done["status"], "succeeded", "{done}");
     // s3 was interrupted and ran again; the steps that had succeeded did not.
-    assert_eq!(lines(&daemon.dir().join("runs.txt")), ["s1", "s2", "s3", "s3", "s4"]);
+    assert_eq!(
+        lines(&daemon.dir().join("runs.txt")),
+        ["s1", "s2", "s3", "s3", "s4"]
+    );
 }
 
 #[test]
@@ -198,7 +229,9 @@ fn kill_9_mid_rollback_resumes_the_rollback() {
         counted("a", &[], 3_000, false), counted("b", &["a"], 10, false),
         counted("c", &["b"], 10, true),
     ]});
-    let id = nu.json(&format!("'{workflow}' | from json | orch workflow submit batch | get id"));
+    let id = nu.json(&format!(
+        "'{workflow}' | from json | orch workflow submit batch | get id"
+    ));
     // rb is quick; ra pauses 3 s: kill the daemon while it runs.
     wait_for_line(&daemon.dir().join("rollback.txt"), "ra");
     daemon.kill9();
@@ -207,7 +240,11 @@ fn kill_9_mid_rollback_resumes_the_rollback() {
         "orch watch --workflow {id} --all | last | ignore; orch workflow show {id} | reject request"
     ));
     assert_eq!(done["status"], "rolled_back", "{done}");
-    assert_eq!(lines(&daemon.dir().join("runs.txt")), ["a", "b", "c"], "no step ran again");
+    assert_eq!(
+        lines(&daemon.dir().join("runs.txt")),
+        ["a", "b", "c"],
+        "no step ran again"
+    );
     assert_eq!(
         lines(&daemon.dir().join("rollback.txt")),
         ["rb", "ra", "ra"],
@@ -270,7 +307,8 @@ fn bad_workflows_are_rejected_with_the_problem_named_and_nothing_created() {
             .any(|c| cycle.contains(c)),
         "{cycle}"
     );
-    let created = nu.json("{workflows: (orch workflow list | length), tasks: (orch tasks | length)}");
+    let created =
+        nu.json("{workflows: (orch workflow list | length), tasks: (orch tasks | length)}");
     assert_eq!(created, json!({"workflows": 0, "tasks": 0}));
 }
 
@@ -278,7 +316,11 @@ fn bad_workflows_are_rejected_with_the_problem_named_and_nothing_created() {
 fn a_nickel_workflow_without_nickel_installed_says_so() {
     let daemon = Daemon::start(&[]);
     let nu = daemon.nu();
-    std::fs::write(daemon.dir().join("w.ncl"), "{ name = \"x\", operations = [{ id = \"a\", type = \"nu\", nu = \"1\" }] }").unwrap();
+    std::fs::write(
+        daemon.dir().join("w.ncl"),
+        "{ name = \"x\", operations = [{ id = \"a\", type = \"nu\", nu = \"1\" }] }",
+    )
+    .unwrap();
     let which = std::process::Command::new("sh")
         .args(["-c", "command -v nickel"])
         .output()
@@ -288,6 +330,9 @@ fn a_nickel_workflow_without_nickel_installed_says_so() {
         assert_eq!(plan, json!("x"));
     } else {
         let error = nu.try_run("orch workflow plan w.ncl").unwrap_err();
-        assert!(error.contains("the `nickel` binary is not installed"), "{error}");
+        assert!(
+            error.contains("the `nickel` binary is not installed"),
+            "{error}"
+        );
     }
 }

@@ -77,10 +77,10 @@ pub fn all() -> Vec<Box<dyn PluginCommand<Plugin = OrchestratorPlugin>>> {
 pub fn flag<T: nu_protocol::FromValue>(
     call: &EvaluatedCall,
     name: &str,
-) -> Result<Option<T>, nu_protocol::ShellError> {
+) -> Result<Option<T>, LabeledError> {
     match call.get_flag_value(name) {
         None | Some(Value::Nothing { .. }) => Ok(None),
-        Some(value) => T::from_value(value).map(Some),
+        Some(value) => Ok(Some(T::from_value(value)?)),
     }
 }
 

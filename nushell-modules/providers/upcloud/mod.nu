@@ -1,0 +1,345 @@
+# UpCloud provider: servers through UpCloud's API 1.3, commands over SSH.
+#
+# The four commands of the provider contract (docs/extensions.md). Settings, in order of
+# precedence: the server's own entry, [provider_settings.upcloud] of the infra (from
+# `ctx`, or from $env.ORCH_PARAMS for the commands that get no `ctx`), the environment
+# (credentials, UPCLOUD_API_URL), then the [config] defaults of manifest.toml.
+#
+# Tested against tests/standins/cloud_standin.py, a local stand-in of the API, because the
+# real API cannot be reached from the test machines (see docs/providers.md).
+
+const MANIFEST = path self manifest.toml
+
+# Creates the server unless one with this hostname exists, and waits until it is started
+# (and, with wait_for_ssh, until SSH answers).
+export def create-server [server: record, ctx: record]: nothing -> record {
+    let cfg = upcloud-config $server $ctx
+    let found = find-server $cfg $server.hostname
+    let details = if $found == null {
+        (upcloud-call $cfg POST /server (create-body $cfg $server)).server
+    } else {
+        server-details $cfg $found.uuid
+    }
+    let details = ensure-started $cfg $details
+    let result = {
+        hostname: $server.hostname
+        provider: "upcloud"
+        id: $details.uuid
+        address: (public-ipv4 $details)
+        state: $details.state
+    }
+    if $cfg.wait_for_ssh {
+        if $result.address == null {
+            error make {msg: $"UpCloud server ($server.hostname) \(($details.uuid)) has no public IPv4 address to reach over SSH"}
+        }
+        wait-ssh ($cfg | insert address $result.address) $server.hostname
+    }
+    $result
+}
+
+# Stops (hard) and deletes the server with this hostname and its storages; nothing to do
+# when there is none.
+export def delete-server [server: record, ctx: record]: nothing -> nothing {
+    let cfg = upcloud-config $server $ctx
+    let found = find-server $cfg $server.hostname
+    if $found == null { return }
+    let uuid = $found.uuid
+    mut details = server-details $cfg $uuid
+    if $details.state == "maintenance" {
+        $details = wait-state $cfg $uuid [started stopped error]
+    }
+    if $details.state != "stopped" {
+        upcloud-call $cfg POST $"/server/($uuid)/stop" {stop_server: {stop_type: "hard", timeout: "60"}} | ignore
+        wait-state $cfg $uuid [stopped] | ignore
+    }
+    let resp = upcloud-request $cfg DELETE $"/server/($uuid)?storages=1"
+    # 404: deleted meanwhile by someone else, which is what was asked.
+    if $resp.status >= 400 and $resp.status != 404 {
+        api-error DELETE $"/server/($uuid)?storages=1" $resp
+    }
+}
+
+# Runs `sh -c command` on the server over SSH (to its public IPv4 address).
+#
+# NOT TESTED against a real server: the test machines cannot reach UpCloud. The tests run
+# this with a fake `ssh` on PATH that records its arguments and runs the command locally,
+# which checks the command line built here, not a real SSH session.
+export def server-exec [server: record, command: string]: nothing -> string {
+    let cfg = upcloud-config $server
+    let address = if ($server.address? | is-not-empty) {
+        $server.address
+    } else {
+        let found = find-server $cfg $server.hostname
+        if $found == null {
+            error make {msg: $"UpCloud server ($server.hostname) does not exist"}
+        }
+        let ip = public-ipv4 (server-details $cfg $found.uuid)
+        if $ip == null {
+            error make {msg: $"UpCloud server ($server.hostname) \(($found.uuid)) has no public IPv4 address"}
+        }
+        $ip
+    }
+    ssh-exec ($cfg | insert address $address) $server.hostname $command
+}
+
+# {hostname, exists, state}: state is UpCloud's (started, stopped, maintenance, error) or
+# "missing".
+export def server-status [server: record]: nothing -> record {
+    let cfg = upcloud-config $server
+    let found = find-server $cfg $server.hostname
+    if $found == null {
+        {hostname: $server.hostname, exists: false, state: "missing"}
+    } else {
+        {hostname: $server.hostname, exists: true, state: (server-details $cfg $found.uuid).state}
+    }
+}
+
+# --- configuration ---------------------------------------------------------------------
+
+# The step context: `ctx` when given, else $env.ORCH_PARAMS (set by the daemon for every
+# step), else nothing.
+def step-context [ctx?: record]: nothing -> record {
+    if $ctx != null { return $ctx }
+    let params = $env.ORCH_PARAMS? | default ""
+    if ($params | str trim | is-empty) { return {} }
+    try { $params | from json } catch { {} }
+}
+
+def upcloud-config [server: record, ctx?: record]: nothing -> record {
+    let defaults = try { open $MANIFEST | get -o config | default {} } catch { {} }
+    let settings = (step-context $ctx) | get -o infra.settings.provider_settings.upcloud | default {}
+    # server entry > provider settings > environment > manifest defaults
+    let pick = {|key, env_value|
+        $server | get -o $key | default ($settings | get -o $key) | default $env_value | default ($defaults | get -o $key)
+    }
+    let token = do $pick token $env.UPCLOUD_TOKEN?
+    let username = do $pick username $env.UPCLOUD_USERNAME?
+    let password = do $pick password $env.UPCLOUD_PASSWORD?
+    let authorization = if ($token | is-not-empty) {
+        $"Bearer ($token)"
+    } else if ($username | is-not-empty) and ($password | is-not-empty) {
+        $"Basic ($"($username):($password)" | encode base64)"
+    } else {
+        null   # reported by the first API request (server-exec to a known address needs none)
+    }
+    let endpoint = do $pick endpoint $env.UPCLOUD_API_URL? | default "https://api.upcloud.com/1.3"
+    {
+        endpoint: ($endpoint | str trim --right --char "/")
+        headers: (if $authorization == null { null } else { {Authorization: $authorization, Accept: "application/json"} })
+        zone: (do $pick zone null | default "fi-hel1")
+        plan: (do $pick plan null | default "1xCPU-1GB")
+        template: (do $pick template null | default "01000000-0000-4000-8000-000030240200")
+        storage_size: (do $pick storage_size null | default 25 | into int)
+        storage_tier: (do $pick storage_tier null | default "maxiops")
+        ssh_keys: (do $pick ssh_keys null | default [] | if ($in | describe) == "string" { [$in] } else { $in })
+        user: (do $pick user null | default "root")
+        ssh_key: (do $pick ssh_key null)
+        ssh_port: (do $pick ssh_port null | default 22)
+        timeout: (to-duration (do $pick timeout null | default "10m") timeout)
+        poll_interval: (to-duration (do $pick poll_interval null | default "5s") poll_interval)
+        http_timeout: (to-duration (do $pick http_timeout null | default "30s") http_timeout)
+        wait_for_ssh: (do $pick wait_for_ssh null | default true)
+        ssh_timeout: (to-duration (do $pick ssh_timeout null | default "5m") ssh_timeout)
+    }
+}
+
+# An int (seconds), a duration, or a string such as "90s", "5m", "1h", "500ms", "5min".
+def to-duration [value: any, key: string]: nothing -> duration {
+    match ($value | describe) {
+        "duration" => $value
+        "int" | "float" => ($value * 1sec)
+        "string" => {
+            let m = $value | parse --regex '^\s*(?<n>\d+(?:\.\d+)?)\s*(?<u>ms|s|sec|m|min|h|hr)\s*$'
+            if ($m | is-empty) {
+                error make {msg: $"UpCloud provider: `($key)` = `($value)` is not a duration \(examples: 30s, 5m, 1h)"}
+            }
+            let unit = {ms: 1ms, s: 1sec, sec: 1sec, m: 1min, min: 1min, h: 1hr, hr: 1hr} | get $m.0.u
+            ($m.0.n | into float) * $unit
+        }
+        _ => { error make {msg: $"UpCloud provider: `($key)` = `($value)` is not a duration"} }
+    }
+}
+
+# The POST /server body (API 1.3 "Create server").
+def create-body [cfg: record, server: record]: nothing -> record {
+    let infra = $server.infra? | default ""
+    mut body = {
+        zone: $cfg.zone
+        title: $server.hostname
+        hostname: $server.hostname
+        plan: $cfg.plan
+        metadata: "yes"                 # cloud-init templates need the metadata service
+        password_delivery: "none"
+        labels: {label: ([[key value]; [managed-by provisioning] [provisioning-infra $infra]] | where value != "")}
+        networking: {interfaces: {interface: [
+            {type: "public", ip_addresses: {ip_address: [{family: "IPv4"}]}}
+            {type: "utility", ip_addresses: {ip_address: [{family: "IPv4"}]}}
+        ]}}
+        storage_devices: {storage_device: [{
+            action: "clone"
+            storage: $cfg.template
+            title: $"($server.hostname) OS disk"
+            size: $cfg.storage_size
+            tier: $cfg.storage_tier
+        }]}
+    }
+    if ($cfg.ssh_keys | is-not-empty) {
+        $body = $body | insert login_user {
+            username: $cfg.user
+            create_password: "no"
+            ssh_keys: {ssh_key: $cfg.ssh_keys}
+        }
+    }
+    {server: $body}
+}
+
+# --- API -------------------------------------------------------------------------------
+
+# One API request: {status, body}; transport failures (refused, timeout) are errors.
+def upcloud-request [cfg: record, method: string, path: string, body?: any]: nothing -> record {
+    if $cfg.headers == null {
+        error make {msg: ("UpCloud credentials missing: set UPCLOUD_USERNAME and UPCLOUD_PASSWORD (an API user) or UPCLOUD_TOKEN (an API token) in the environment, "
+            + "or username and password (or token) in [provider_settings.upcloud]")}
+    }
+    let url = $"($cfg.endpoint)($path)"
+    let resp = try {
+        match $method {
+            "GET" => { http get --full --allow-errors --max-time $cfg.http_timeout --headers $cfg.headers $url }
+            "POST" => {
+                if $body == null {
+                    http post --full --allow-errors --max-time $cfg.http_timeout --headers $cfg.headers $url ""
+                } else {
+                    http post --full --allow-errors --max-time $cfg.http_timeout --headers $cfg.headers --content-type application/json $url $body
+                }
+            }
+            "DELETE" => { http delete --full --allow-errors --max-time $cfg.http_timeout --headers $cfg.headers $url }
+        }
+    } catch {|e|
+        error make {msg: $"UpCloud API ($method) ($path): no answer from ($url): ($e.msg)"}
+    }
+    {status: $resp.status, body: $resp.body}
+}
+
+# A request whose error status becomes an error; returns the (parsed JSON) body.
+def upcloud-call [cfg: record, method: string, path: string, body?: any]: nothing -> any {
+    let resp = upcloud-request $cfg $method $path $body
+    if $resp.status >= 400 { api-error $method $path $resp }
+    $resp.body
+}
+
+def api-error [method: string, path: string, resp: record] {
+    let body = if ($resp.body | describe) == "string" {
+        try { $resp.body | from json } catch { $resp.body }
+    } else { $resp.body }
+    let detail = if ($body | describe | str starts-with "record") and ($body.error? != null) {
+        $"($body.error.error_code? | default 'UNKNOWN'): ($body.error.error_message? | default '')"
+    } else {
+        $body | to text | str substring 0..300
+    }
+    error make {msg: $"UpCloud API ($method) ($path) failed: HTTP ($resp.status) ($detail)"}
+}
+
+# The server (summary from GET /server) whose hostname is `hostname`, or null.
+def find-server [cfg: record, hostname: string]: nothing -> any {
+    let body = upcloud-call $cfg GET /server
+    let servers = $body | get -o servers.server | default [] | where {|s| ($s.hostname? | default "") == $hostname }
+    match ($servers | length) {
+        0 => null
+        1 => ($servers | first)
+        _ => {
+            error make {msg: $"UpCloud: ($servers | length) servers have the hostname ($hostname) \(($servers | get uuid | str join ', ')): delete the extra ones or give them other hostnames"}
+        }
+    }
+}
+
+def server-details [cfg: record, uuid: string]: nothing -> record {
+    (upcloud-call $cfg GET $"/server/($uuid)").server
+}
+
+# Polls GET /server/{uuid} until its state is one of `states` (bounded by cfg.timeout).
+def wait-state [cfg: record, uuid: string, states: list<string>] {
+    let deadline = (date now) + $cfg.timeout
+    loop {
+        let details = server-details $cfg $uuid
+        if $details.state in $states { return $details }
+        if $details.state == "error" {
+            error make {msg: $"UpCloud server ($details.hostname? | default $uuid) \(($uuid)) is in state error"}
+        }
+        if (date now) > $deadline {
+            error make {msg: $"UpCloud server ($details.hostname? | default $uuid) \(($uuid)) did not reach state ($states | str join ' or ') within ($cfg.timeout) \(state: ($details.state))"}
+        }
+        sleep $cfg.poll_interval
+    }
+}
+
+# Waits out maintenance and starts a stopped server: commands must be able to run on it.
+def ensure-started [cfg: record, details: record]: nothing -> record {
+    let details = if $details.state == "maintenance" {
+        wait-state $cfg $details.uuid [started stopped]
+    } else { $details }
+    match $details.state {
+        "started" => $details
+        "stopped" => {
+            upcloud-call $cfg POST $"/server/($details.uuid)/start" | ignore
+            wait-state $cfg $details.uuid [started]
+        }
+        _ => { error make {msg: $"UpCloud server ($details.hostname? | default $details.uuid) \(($details.uuid)) is in state ($details.state)"} }
+    }
+}
+
+# The public IPv4 address from server details (ip_addresses, or networking in newer
+# answers), or null.
+def public-ipv4 [details: record]: nothing -> any {
+    let listed = $details | get -o ip_addresses.ip_address | default []
+    let from_networking = $details | get -o networking.interfaces.interface | default []
+        | where {|i| ($i.type? | default "") == "public" }
+        | each {|i| $i | get -o ip_addresses.ip_address | default [] | each {|a| $a | insert access "public" } }
+        | flatten
+    let addresses = $listed | append $from_networking
+        | where {|a| ($a.access? | default "") == "public" and ($a.family? | default "IPv4") == "IPv4" and ($a.address? | is-not-empty) }
+    if ($addresses | is-empty) { null } else { ($addresses | first).address }
+}
+
+# --- SSH (untested against a real server, see server-exec) -------------------------------
+
+def ssh-args [cfg: record]: nothing -> list<string> {
+    if (which ssh | is-empty) {
+        error make {msg: "the ssh client is not installed (openssh-client): the provider runs commands on its servers over SSH"}
+    }
+    mut args = [
+        -o BatchMode=yes -o StrictHostKeyChecking=accept-new -o ConnectTimeout=10 -o LogLevel=ERROR
+        -p ($cfg.ssh_port | into string)
+    ]
+    if ($cfg.ssh_key | is-not-empty) { $args = $args ++ [-i ($cfg.ssh_key | path expand)] }
+    $args ++ [$"($cfg.user)@($cfg.address)"]
+}
+
+def sh-quote [s: string]: nothing -> string {
+    $"'($s | str replace --all "'" "'\\''")'"
+}
+
+# `sh -c command` over SSH, with sudo when the user is not root.
+def ssh-exec [cfg: record, hostname: string, command: string]: nothing -> string {
+    let remote = if $cfg.user == "root" {
+        $"sh -c (sh-quote $command)"
+    } else {
+        $"sudo -n sh -c (sh-quote $command)"
+    }
+    let out = ^ssh ...(ssh-args $cfg) $remote | complete
+    if $out.exit_code != 0 {
+        error make {msg: $"command failed on ($hostname) \(upcloud, ($cfg.address)) with exit code ($out.exit_code): ($out.stdout)($out.stderr)"}
+    }
+    $out.stdout
+}
+
+def wait-ssh [cfg: record, hostname: string] {
+    let deadline = (date now) + $cfg.ssh_timeout
+    loop {
+        let out = ^ssh ...(ssh-args $cfg) true | complete
+        if $out.exit_code == 0 { return }
+        if (date now) > $deadline {
+            error make {msg: $"UpCloud server ($hostname) \(($cfg.address)) started but SSH did not answer within ($cfg.ssh_timeout): ($out.stderr | str trim)"}
+        }
+        sleep $cfg.poll_interval
+    }
+}

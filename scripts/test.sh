@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
 # Runs every test: unit tests, the plugin's example tests, and the end-to-end tests that
-# drive the real daemon binary, the real plugin and the real `nu` 0.115.1.
+# drive the real daemon binary, the real plugin, the real `nu` 0.115.1 and, for the local
+# provider and its taskservs, real containers on Podman's Docker-compatible API.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/ensure-nu.sh
+# The container engine (installed, configured and started when missing) and the base
+# image of the local provider's servers (built from the Debian mirror when missing).
+./scripts/ensure-podman.sh >/dev/null
+export DOCKER_HOST=unix:///run/podman/podman.sock
+./scripts/build-base-image.sh
 # The end-to-end tests run the binaries from the same target directory.
 cargo build --workspace --bins
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
-cargo test --workspace "$@" 2>&1 | tee "$log" || status=$?
+cargo test --workspace --no-fail-fast "$@" 2>&1 | tee "$log" || status=$?
 # One closing line for the whole run (cargo prints one per test binary).
 awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
 exit "$status"

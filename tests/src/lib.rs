@@ -9,6 +9,8 @@
 //! The binaries are taken from the same target directory as the test executable; the
 //! README's test command builds them first (`cargo build --workspace --bins`).
 
+pub mod containers;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};

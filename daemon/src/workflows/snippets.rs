@@ -48,7 +48,7 @@ pub fn run_taskserv_scripts(provider_module: &Path, plan: &[(String, Vec<&Path>)
     for (taskserv, scripts) in plan {
         for script in scripts {
             code.push_str(&format!(
-                "    do {{\n        use {}\n        let ctx = ($params | insert server $server | upsert taskserv ($params.taskservs | get {}))\n        let out = ({} $exec $ctx)\n        if $out != null {{ print ($out | to text) }}\n    }}\n",
+                "    do {{\n        use {}\n        let ctx = ($params | upsert server $server | upsert taskserv ($params.taskservs | get {}))\n        let out = ({} $exec $ctx)\n        if $out != null {{ print ($out | to text) }}\n    }}\n",
                 quoted(script),
                 nu_string(taskserv),
                 command_of(script),

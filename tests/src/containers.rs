@@ -1,0 +1,126 @@
+//! The container engine for the tests that need one: finding its socket (as the `local`
+//! provider does), requests through curl, and a guard that removes an infra's containers
+//! and network whatever happens.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The Docker-compatible API version the provider uses.
+pub const API: &str = "http://d/v1.41";
+
+/// The engine's socket: DOCKER_HOST (unix:// only), else the first default socket that
+/// answers. None only when DOCKER_HOST is unset and nothing answers.
+pub fn engine_socket() -> Option<PathBuf> {
+    match std::env::var("DOCKER_HOST") {
+        Ok(host) if !host.is_empty() => {
+            let path = host.strip_prefix("unix://").unwrap_or_else(|| {
+                panic!("DOCKER_HOST={host}: the local provider supports only unix:// sockets")
+            });
+            Some(PathBuf::from(path))
+        }
+        _ => candidate_sockets().into_iter().find(|s| answers(s)),
+    }
+}
+
+/// Where the provider looks for an engine when DOCKER_HOST is unset (same order).
+pub fn candidate_sockets() -> Vec<PathBuf> {
+    let mut sockets = vec![
+        PathBuf::from("/run/podman/podman.sock"),
+        PathBuf::from("/var/run/docker.sock"),
+    ];
+    if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR") {
+        sockets.push(Path::new(&dir).join("podman/podman.sock"));
+    }
+    sockets
+}
+
+pub fn answers(socket: &Path) -> bool {
+    socket.exists() && curl(socket, &["http://d/_ping"]).1 == "OK"
+}
+
+/// One request with curl (as the provider makes them): (HTTP status, body).
+pub fn curl(socket: &Path, args: &[&str]) -> (u16, String) {
+    let output = Command::new("curl")
+        .args(["-s", "--max-time", "60", "--unix-socket"])
+        .arg(socket)
+        .args(["-w", "\n%{http_code}"])
+        .args(args)
+        .output()
+        .expect("curl runs");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let (body, status) = text.rsplit_once('\n').unwrap_or(("", &text));
+    (status.trim().parse().unwrap_or(0), body.to_string())
+}
+
+/// Removes an infra's containers (by the provisioning.infra label) and network when
+/// dropped, whether the test passed or not.
+pub struct Cleanup {
+    /// The engine's socket.
+    pub socket: PathBuf,
+    /// The infra whose servers are removed.
+    pub infra: String,
+}
+
+impl Cleanup {
+    fn network(&self) -> String {
+        format!("{}-net", self.infra)
+    }
+
+    /// The infra's containers (names), and whether its network exists.
+    pub fn leftovers(&self) -> (Vec<String>, bool) {
+        let filters = format!(r#"{{"label":["provisioning.infra={}"]}}"#, self.infra);
+        let (_, body) = curl(
+            &self.socket,
+            &[
+                "-G",
+                "--data-urlencode",
+                "all=true",
+                "--data-urlencode",
+                &format!("filters={filters}"),
+                &format!("{API}/containers/json"),
+            ],
+        );
+        let containers = serde_json::from_str::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v.as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|c| {
+                c["Names"][0]
+                    .as_str()
+                    .map(|n| n.trim_start_matches('/').to_string())
+            })
+            .collect();
+        let (status, _) = curl(
+            &self.socket,
+            &[&format!("{API}/networks/{}", self.network())],
+        );
+        (containers, status == 200)
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let (containers, network) = self.leftovers();
+        for name in containers {
+            curl(
+                &self.socket,
+                &[
+                    "-X",
+                    "DELETE",
+                    &format!("{API}/containers/{name}?force=true&v=true"),
+                ],
+            );
+        }
+        if network {
+            curl(
+                &self.socket,
+                &[
+                    "-X",
+                    "DELETE",
+                    &format!("{API}/networks/{}", self.network()),
+                ],
+            );
+        }
+    }
+}

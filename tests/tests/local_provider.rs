@@ -1,0 +1,113 @@
+//! The `local` provider and the taskservs for real: servers are containers on the local
+//! Podman or Docker engine (image `localhost/provisioning-base:bookworm`, built by
+//! scripts/build-base-image.sh), and the taskserv scripts run real services in them.
+//!
+//! Each test runs one Nushell script from `local_provider/` (after `prelude.nu`) in the
+//! real `nu`, with its own infra `t-<tag>-<random>`. A guard removes the infra's containers
+//! and network through the engine's API even when the test fails. The tests are skipped
+//! only when DOCKER_HOST is unset and no engine socket answers (CI starts Podman first).
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use orch_e2e::containers::{Cleanup, candidate_sockets, engine_socket};
+
+#[test]
+fn two_servers_run_redis_and_postgres_then_are_deleted() {
+    let Some(result) = run("rp", include_str!("local_provider/redis_postgres.nu")) else {
+        return;
+    };
+    assert_eq!(result["postgres"]["test"], "one,two", "{result:#}");
+    assert_eq!(result["redis"][0]["check"], "PONG", "{result:#}");
+}
+
+#[test]
+fn three_servers_form_an_etcd_cluster() {
+    let Some(result) = run("etcd", include_str!("local_provider/etcd_cluster.nu")) else {
+        return;
+    };
+    assert_eq!(result["read_on_etcd_3"], "written-on-etcd-1", "{result:#}");
+    assert_eq!(
+        result["members"],
+        serde_json::json!(["etcd-1", "etcd-2", "etcd-3"])
+    );
+}
+
+#[test]
+fn containerd_runs_and_kubernetes_and_cilium_say_they_need_network() {
+    let Some(result) = run(
+        "k8s",
+        include_str!("local_provider/containerd_kubernetes.nu"),
+    ) else {
+        return;
+    };
+    let kubernetes = result["kubernetes_error"].as_str().unwrap_or_default();
+    assert!(kubernetes.contains("needs network:"), "{kubernetes}");
+}
+
+/// Runs one test script for a new infra; returns the JSON it prints last, or None when
+/// no engine is there (the test is skipped).
+fn run(tag: &str, body: &str) -> Option<serde_json::Value> {
+    let Some(socket) = engine_socket() else {
+        eprintln!(
+            "skipped: no container engine (DOCKER_HOST is unset and none of {} answers /_ping)",
+            candidate_sockets()
+                .iter()
+                .map(|s| s.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        return None;
+    };
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("a clock after 1970")
+        .subsec_nanos();
+    let infra = format!("t-{tag}-{:05x}", (nanos ^ std::process::id()) & 0xfffff);
+    let cleanup = Cleanup {
+        socket: socket.clone(),
+        infra: infra.clone(),
+    };
+
+    let modules = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../nushell-modules")
+        .canonicalize()
+        .expect("nushell-modules exists");
+    let script = include_str!("local_provider/prelude.nu")
+        .replace("@MODULES@", &modules.display().to_string())
+        .replace("@INFRA@", &infra)
+        + body;
+    let dir = tempfile::Builder::new()
+        .prefix("orch-local-")
+        .tempdir()
+        .expect("a temp dir");
+    let file = dir.path().join(format!("{tag}.nu"));
+    std::fs::write(&file, script).expect("the script is written");
+
+    let output = Command::new(orch_e2e::nu_binary())
+        .arg("-n")
+        .arg(&file)
+        .env("DOCKER_HOST", format!("unix://{}", socket.display()))
+        // A command hanging in a server fails its step instead of the whole test run.
+        .env("PROVISIONING_LOCAL_EXEC_TIMEOUT", "180")
+        .output()
+        .expect("nu runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the {tag} script failed for infra {infra} ({}):\n{stderr}\n{stdout}",
+        output.status
+    );
+    let result: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("the script's last line is not JSON ({e}):\n{stdout}"));
+
+    // The script deleted its servers: nothing of the infra is left in the engine.
+    let (containers, network) = cleanup.leftovers();
+    assert!(
+        containers.is_empty() && !network,
+        "left behind by {infra}: containers {containers:?}, network {network}"
+    );
+    Some(result)
+}

@@ -470,6 +470,9 @@ pub struct Workflow {
     pub rollback_steps: Vec<RollbackStep>,
     /// Where it is.
     pub state: WorkflowState,
+    /// The sequence number of the event of its last state change (a watch ends there).
+    #[serde(default)]
+    pub last_event: u64,
 }
 
 /// One step with its task's current status, for `orch workflow show`.

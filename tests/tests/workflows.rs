@@ -173,6 +173,15 @@ fn soft_dependants_run_after_a_failure_and_hard_ones_are_skipped() {
         !daemon.dir().join("rollback.txt").exists(),
         "no rollback without rollback_enabled"
     );
+    // A step of a finished workflow is not retried behind the workflow's back.
+    let failed_task = done["step_list"][0]["task"].clone();
+    let error = nu
+        .try_run(&format!("orch retry {failed_task}"))
+        .unwrap_err();
+    assert!(
+        error.contains("roll the workflow back or submit it again"),
+        "{error}"
+    );
     // A manual rollback compensates what completed.
     let rolled = nu.json(&format!("orch workflow rollback {} | get id", done["id"]));
     let done = nu.json(&format!(

@@ -44,7 +44,9 @@ impl Engine {
         Ok(format!("removed {} tasks", ids.len()))
     }
 
-    /// The selected finished tasks that no kept task depends on, oldest first.
+    /// The selected finished tasks that no kept task depends on (hard or soft), oldest
+    /// first. Workflow steps and compensations stay: their workflow's record refers to
+    /// them and a later rollback needs their outcome.
     fn removable(&self, filter: &CleanFilter) -> Vec<TaskId> {
         let cutoff = filter
             .older_than_ms
@@ -53,6 +55,7 @@ impl Engine {
         let mut selected: HashSet<TaskId> = self
             .tasks
             .values()
+            .filter(|t| t.spec.workflow.is_none())
             .filter(|t| {
                 let Some(finished) = t.state.finished_at() else {
                     return false;
@@ -69,7 +72,7 @@ impl Engine {
                 .tasks
                 .values()
                 .filter(|t| !selected.contains(&t.id))
-                .flat_map(|t| t.spec.after.iter().copied())
+                .flat_map(|t| t.spec.after.iter().chain(&t.spec.soft_after).copied())
                 .collect();
             let before = selected.len();
             selected.retain(|id| !needed.contains(id));

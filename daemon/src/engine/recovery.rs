@@ -52,8 +52,13 @@ impl Engine {
         for (id, attempt) in interrupted {
             tracing::warn!(task = id, attempt, "attempt interrupted by a daemon stop");
             self.finish_attempt(id, AttemptOutcome::Interrupted);
-            if self.tasks[&id].spec.workflow.is_some() {
-                self.requeue_interrupted_step(id);
+            if let Some(step) = self.tasks[&id].spec.workflow.clone() {
+                if self.workflow_still_wants(&step) {
+                    self.requeue_interrupted_step(id);
+                } else {
+                    // Its workflow was cancelled or is rolling back: it was being stopped.
+                    self.cancel_waiting(id);
+                }
             } else {
                 self.settle_attempt(id, attempt, AttemptOutcome::Interrupted);
             }

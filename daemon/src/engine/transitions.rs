@@ -18,7 +18,7 @@ const MAX_DELAY_MS: u64 = 365 * 24 * 3600 * 1000;
 const MAX_SPEC_BYTES: usize = 4 * 1024 * 1024;
 
 /// Checks a spec on its own (dependencies are checked by the engine).
-fn validate(spec: &TaskSpec, index: usize) -> Result<(), ErrorReply> {
+pub(super) fn validate(spec: &TaskSpec, index: usize) -> Result<(), ErrorReply> {
     let bad = |field: &str, message: String| {
         Err(ErrorReply::field(
             ErrorKind::BadRequest,
@@ -164,9 +164,15 @@ impl Engine {
     /// The state a task with these hard and soft dependencies starts in (or returns to on
     /// retry).
     fn initial_state(&self, after: &[TaskId], soft_after: &[TaskId]) -> TaskState {
+        // A dependency that is gone (removed by `orch clean`, which only removes finished
+        // tasks) has finished.
         let mut waiting_on: Vec<TaskId> = soft_after
             .iter()
-            .filter(|d| !self.tasks[*d].state.status().is_final())
+            .filter(|d| {
+                self.tasks
+                    .get(*d)
+                    .is_some_and(|t| !t.state.status().is_final())
+            })
             .copied()
             .collect();
         for dep in after {
@@ -267,6 +273,22 @@ impl Engine {
                 ),
             );
             return self.refuse(reply, error);
+        }
+        if let Some(step) = &task.spec.workflow {
+            let workflow = self.workflows.get(&step.workflow).map(|w| w.state.status());
+            if workflow != Some(orch_protocol::WorkflowStatus::Running) {
+                let error = ErrorReply::field(
+                    ErrorKind::Conflict,
+                    "id",
+                    format!(
+                        "task {id} is step `{}` of workflow {}, which is {}: roll the workflow back or submit it again",
+                        step.step,
+                        step.workflow,
+                        workflow.map_or("gone", |s| s.as_str())
+                    ),
+                );
+                return self.refuse(reply, error);
+            }
         }
         let state = self.initial_state(&task.spec.after, &task.spec.soft_after);
         if let TaskState::DependencyFailed { dependency, .. } = state {

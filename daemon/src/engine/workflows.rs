@@ -17,6 +17,7 @@ use orch_protocol::{
     WorkflowView,
 };
 
+use super::transitions::validate;
 use super::{Engine, Outcome, Reply, StopReason};
 use crate::workflows::{Draft, graph};
 
@@ -24,6 +25,16 @@ impl Engine {
     /// Creates a checked workflow and its step tasks in one batch; returns the outcome
     /// for the audit log.
     pub(super) fn submit_workflow(&mut self, draft: Draft, reply: Reply<WorkflowView>) -> Outcome {
+        for (index, step) in draft.steps.iter().enumerate() {
+            let checked = std::iter::once(&step.spec).chain(&step.rollback);
+            if let Err(mut error) = checked
+                .map(|spec| validate(spec, index))
+                .collect::<Result<Vec<_>, _>>()
+            {
+                error.message = format!("step `{}`: {}", step.id, error.message);
+                return self.refuse(reply, error);
+            }
+        }
         let id = self.next_id;
         self.next_id += 1;
         let mut task_of: HashMap<String, TaskId> = HashMap::new();
@@ -67,6 +78,7 @@ impl Engine {
             steps,
             rollback_steps: Vec::new(),
             state: WorkflowState::Running { since: Utc::now() },
+            last_event: 0,
         };
         let name = workflow.name.clone();
         self.workflows.insert(id, workflow);
@@ -163,7 +175,7 @@ impl Engine {
                 started: false,
                 round,
                 ..
-            } if self.all_final(self.step_tasks(id)) => self.start_rollback(id, round),
+            } if self.all_final(self.workflow_tasks(id)) => self.start_rollback(id, round),
             WorkflowState::RollingBack {
                 started: true,
                 round,
@@ -312,14 +324,7 @@ impl Engine {
     /// Cancels every unfinished task of the workflow (steps and compensations): waiting
     /// ones at once, running ones by stopping their process group.
     fn stop_workflow_tasks(&mut self, id: WorkflowId) {
-        let workflow = &self.workflows[&id];
-        let tasks: Vec<TaskId> = workflow
-            .steps
-            .iter()
-            .map(|s| s.task)
-            .chain(workflow.rollback_steps.iter().map(|r| r.task))
-            .collect();
-        for task in tasks {
+        for task in self.workflow_tasks(id) {
             let Some(status) = self.status(task) else {
                 continue;
             };
@@ -348,12 +353,18 @@ impl Engine {
             workflow.state = state;
         }
         let status = workflow.state.status();
+        workflow.last_event = self.next_seq;
         self.pending.batch.workflows.push(workflow.clone());
         self.log_workflow_event(id, EventKind::Workflow { status, message });
     }
 
-    fn step_tasks(&self, id: WorkflowId) -> Vec<TaskId> {
-        self.workflows[&id].steps.iter().map(|s| s.task).collect()
+    /// Every task of the workflow: steps and compensations of every round.
+    fn workflow_tasks(&self, id: WorkflowId) -> Vec<TaskId> {
+        let workflow = &self.workflows[&id];
+        let steps = workflow.steps.iter().map(|s| s.task);
+        steps
+            .chain(workflow.rollback_steps.iter().map(|r| r.task))
+            .collect()
     }
 
     fn all_final(&self, tasks: Vec<TaskId>) -> bool {
@@ -411,15 +422,28 @@ impl Engine {
         if let Some(running) = self.workflow_running.get_mut(&workflow) {
             *running = running.saturating_sub(1);
         }
-        let Some(deferred) = self.deferred.get_mut(&workflow) else {
+        // Every held-back step goes back to the ready queue; `dispatch` holds back again
+        // those beyond the limit. (Releasing only one could lose the wake-up if that one
+        // were cancelled before it started.)
+        let Some(mut deferred) = self.deferred.remove(&workflow) else {
             return;
         };
         while let Some(next) = deferred.pop() {
-            let task = &self.tasks[&next];
-            if matches!(task.state, TaskState::Queued { .. }) {
+            if let Some(task) = self.tasks.get(&next)
+                && matches!(task.state, TaskState::Queued { .. })
+            {
                 self.ready.push(task.spec.priority, next);
-                return;
             }
+        }
+    }
+
+    /// Whether the workflow still wants this step or compensation to run (after a
+    /// restart): a step while the workflow runs, a compensation of the current rollback.
+    pub(super) fn workflow_still_wants(&self, step: &StepRef) -> bool {
+        match self.workflows.get(&step.workflow).map(|w| &w.state) {
+            Some(WorkflowState::Running { .. }) => !step.rollback,
+            Some(WorkflowState::RollingBack { started: true, .. }) => step.rollback,
+            _ => false,
         }
     }
 

@@ -399,12 +399,18 @@ fn cluster(r: &ClusterRequest, sources: &Sources) -> Result<Draft, String> {
         format!("cluster create {} on {}", definition.name, infra.name),
         WorkflowKind::Cluster,
     );
+    // Checks and setup wait for every node to exist and every install to be done.
+    let mut creates = Vec::new();
     let mut installs = Vec::new();
     let mut checks = Vec::new();
     for node in &nodes {
         let mut create = create_step(node, &infra, sources)?;
         merge(&mut create.spec.params, &cluster_ctx);
+        if let Some(rollback) = &mut create.rollback {
+            merge(&mut rollback.params, &cluster_ctx);
+        }
         let create_id = create.id.clone();
+        creates.push(create_id.clone());
         draft.steps.push(create);
         let order = install_order(&node.taskservs, sources.registry)?;
         let steps = install_steps(
@@ -448,7 +454,7 @@ fn cluster(r: &ClusterRequest, sources: &Sources) -> Result<Draft, String> {
                 sources,
             ),
             rollback: None,
-            dependencies: installs.clone(),
+            dependencies: creates.iter().chain(&installs).cloned().collect(),
             soft_dependencies: Vec::new(),
             id: id.clone(),
             fill_workflow_id: true,
@@ -464,11 +470,11 @@ fn cluster(r: &ClusterRequest, sources: &Sources) -> Result<Draft, String> {
             description: format!("set up cluster {}", definition.name),
             spec: nu_step(code, ctx, &infra.dir, sources),
             rollback: None,
-            dependencies: if check_ids.is_empty() {
-                installs
-            } else {
-                check_ids
-            },
+            dependencies: creates
+                .into_iter()
+                .chain(installs)
+                .chain(check_ids)
+                .collect(),
             soft_dependencies: Vec::new(),
             id,
             fill_workflow_id: true,

@@ -148,7 +148,7 @@ impl Stream {
     }
 }
 
-/// Whether `event` is the workflow's last: a final state that is still its state (a
+/// Whether `event` is the workflow's last: the change to the final state it is in now (a
 /// finished workflow can be rolled back later, and a replay must go on to that).
 fn ends_workflow(ctx: &Context, id: WorkflowId, event: &Event) -> bool {
     let EventKind::Workflow { status, .. } = &event.kind else {
@@ -161,5 +161,5 @@ fn ends_workflow(ctx: &Context, id: WorkflowId, event: &Event) -> bool {
         .workflow(id)
         .ok()
         .flatten()
-        .is_none_or(|w| w.state.status() == *status)
+        .is_none_or(|w| w.last_event == event.seq)
 }

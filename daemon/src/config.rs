@@ -57,6 +57,14 @@ pub struct Cli {
     #[arg(long, value_name = "DIR", env = "PROVISIONING_WORKSPACE")]
     pub workspace: Option<PathBuf>,
 
+    /// How many test environments may exist at once (created and not deleted).
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub max_test_envs: u32,
+
+    /// The time to live of a test environment whose request gives none (`30min`, `2h`).
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = humantime::parse_duration)]
+    pub test_env_ttl: std::time::Duration,
+
     /// Log only to orchestrator.log in the data directory, not to stderr (start-up errors
     /// still go to stderr). `orch daemon start` uses this.
     #[arg(long, short)]

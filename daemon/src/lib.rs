@@ -11,6 +11,7 @@
 //!   task owns all of it.
 //! - [`extensions`]: providers, taskservs and cluster definitions read from manifests.
 //! - [`workflows`]: workflow requests expanded into a checked DAG of steps, and plans.
+//! - [`testenv`]: test environments in containers (Docker API), with their recovery.
 //! - [`runner`]: runs one attempt of a task as a process group, with its log and progress.
 //! - [`store`]: the [`store::Store`] trait, its redb backend, and the group committer.
 //! - [`events`]: the one event bus that every watcher reads.
@@ -32,6 +33,7 @@ pub mod server;
 pub mod shutdown;
 pub mod socket;
 pub mod store;
+pub mod testenv;
 pub mod workflows;
 
 use std::os::unix::fs::DirBuilderExt;
@@ -90,9 +92,24 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         parallel_limit: cli.parallel as usize,
         fatal: fatal.clone(),
     };
+    let stored_envs = snapshot.test_envs.clone();
     let (engine, engine_task) = Engine::start(snapshot, parts)
         .await
         .context("recovering interrupted tasks")?;
+    let testenvs = testenv::TestEnvService::new(
+        testenv::TestEnvConfig {
+            modules_dir: cli.modules_dir(),
+            nu_binary: cli.nu_binary.clone(),
+            logs_dir: logs_dir.clone(),
+            data_dir: data_dir.clone(),
+            max_envs: cli.max_test_envs as usize,
+            default_ttl: cli.test_env_ttl,
+        },
+        engine.clone(),
+        stored_envs,
+    )?;
+    let recovering = testenvs.clone();
+    tokio::spawn(async move { recovering.recover().await });
     let ctx = Arc::new(server::Context {
         store,
         engine: engine.clone(),
@@ -103,6 +120,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         parallel_limit: cli.parallel as usize,
         modules_dir: cli.modules_dir(),
         workspace: cli.workspace()?,
+        testenvs,
         started_at: chrono::Utc::now(),
         shutdown: shutdown.clone(),
     });

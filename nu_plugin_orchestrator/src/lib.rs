@@ -7,11 +7,13 @@
 //!   offending argument.
 //! - [`convert`]: tasks, events and health reports as Nushell values with real types
 //!   (datetime, duration), and JSON ↔ Nushell values for task parameters.
+//! - [`testenv_values`]: test environments and topologies as Nushell values.
 //! - [`workflow_values`]: workflows, plans and the extensions registry as Nushell values.
 
 pub mod commands;
 pub mod connection;
 pub mod convert;
+pub mod testenv_values;
 pub mod workflow_values;
 
 use std::sync::Mutex;

@@ -116,3 +116,86 @@ export def "workflow run" [
 export def "workflow list" [] {
     orch workflow list
 }
+
+# The base image's build script, shipped beside this module.
+const BUILD_BASE_IMAGE = (path self | path dirname | path join images build-base-image.sh)
+
+# Test a taskserv quickly: install it in a fresh container, probe it, run its test,
+# delete the container. Returns the environment with its results.
+export def "test quick" [
+    taskserv: string         # the taskserv (provisioning taskserv list)
+    --ttl: duration          # delete it after this long at the latest
+] {
+    orch test env create single $taskserv --auto-start --auto-cleanup --ttl $ttl
+}
+
+# A test environment with one taskserv in one container.
+export def "test env single" [
+    taskserv: string         # the taskserv
+    --auto-start (-s)        # install and probe it until ready
+    --auto-cleanup (-c)      # also run its test, then delete the container
+    --ttl: duration          # delete it after this long
+    --cpus: number           # CPU limit
+    --memory: filesize       # memory limit
+] {
+    (orch test env create single $taskserv --auto-start=$auto_start --auto-cleanup=$auto_cleanup
+        --ttl $ttl --cpus $cpus --memory $memory)
+}
+
+# A test environment simulating a server: several taskservs in one container, installed
+# in dependency order.
+export def "test env server" [
+    name: string             # the server's name (its hostname)
+    taskservs: list<string>  # its taskservs
+    --auto-start (-s)        # install and probe them until ready
+    --auto-cleanup (-c)      # also run their tests, then delete the container
+    --ttl: duration          # delete it after this long
+    --cpus: number           # CPU limit
+    --memory: filesize       # memory limit
+] {
+    (orch test env create server $name $taskservs --auto-start=$auto_start
+        --auto-cleanup=$auto_cleanup --ttl $ttl --cpus $cpus --memory $memory)
+}
+
+# A cluster test environment from a topology piped in
+# (`provisioning test topology load etcd_cluster | provisioning test env cluster etcd`).
+export def "test env cluster" [
+    name: string             # the cluster's name
+    --auto-start (-s)        # install every node and wait until the cluster is ready (default)
+    --no-start               # only create the containers and the network
+    --auto-cleanup (-c)      # also run the tests, then delete everything
+    --ttl: duration          # delete it after this long
+]: record -> record {
+    let topology = $in
+    let start = ($auto_start or not $no_start)
+    ($topology | orch test env create cluster $name --auto-start=$start
+        --auto-cleanup=$auto_cleanup --ttl $ttl)
+}
+
+# Test environments, newest first.
+export def "test env list" [] { orch test env list }
+
+# One test environment.
+export def "test env show" [id: int] { orch test env show $id }
+
+# Run an environment's tests.
+export def "test env run" [id: int] { orch test env run $id }
+
+# An environment's logs (--follow while it is being set up or tested).
+export def "test env logs" [id: int, --follow (-f)] { orch test env logs $id --follow=$follow }
+
+# Delete an environment's containers and network.
+export def "test env delete" [id: int] { orch test env delete $id }
+
+# The topology templates.
+export def "test topology list" [] { orch test topology list }
+
+# Load a topology template (pipe it into `provisioning test env cluster`).
+export def "test topology load" [name: string]: nothing -> record { orch test topology show $name }
+
+# Build the base image of test environments and local servers (Debian with postgres,
+# redis, etcd, containerd) without any registry; reused when it exists. Needs root,
+# debootstrap and podman (scripts/ensure-podman.sh).
+export def "test image build" [] {
+    ^bash $BUILD_BASE_IMAGE
+}

@@ -7,6 +7,7 @@
 //! - [`types`]: the task model shared by both sides (specs, states, attempts, events).
 //! - [`workflow`]: workflow requests, their stored record and plan, and the extensions
 //!   (providers, taskservs, clusters) they are built from.
+//! - [`testenv`]: test environments (requests, stored records, topologies).
 //! - [`message`]: the handshake and the typed requests and responses.
 //! - [`client`]: a blocking client over a Unix socket (no async runtime, so the plugin
 //!   stays small and starts fast).
@@ -23,11 +24,13 @@ pub mod client;
 pub mod frame;
 pub mod message;
 pub mod paths;
+pub mod testenv;
 pub mod types;
 pub mod workflow;
 
 pub use client::{Client, ClientError};
 pub use message::{ErrorKind, ErrorReply, Hello, Request, Response, Welcome};
+pub use testenv::*;
 pub use types::*;
 pub use workflow::*;
 

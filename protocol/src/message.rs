@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::testenv::{EnvId, EnvRequest, TestEnv, TopologiesReport};
 use crate::types::{
     AuditEntry, AuditFilter, AuditReport, CleanFilter, Event, HealthReport, Task, TaskFilter,
     TaskId, TaskSpec,
@@ -141,6 +142,41 @@ pub enum Request {
     },
     /// The extensions registry. Answered by [`Response::Extensions`].
     Extensions,
+    /// Create a test environment (and with `auto_start`, start it; with `auto_cleanup`,
+    /// also test and delete it). Answered by [`Response::Env`] once it is settled.
+    EnvCreate {
+        /// What to create.
+        env: EnvRequest,
+    },
+    /// Every test environment, newest first. Answered by [`Response::Envs`].
+    Envs,
+    /// One test environment. Answered by [`Response::Env`].
+    Env {
+        /// Which.
+        id: EnvId,
+    },
+    /// Start a created environment (if it is not running), then run its taskservs' tests.
+    /// Answered by [`Response::Env`] with the results.
+    EnvRun {
+        /// Which.
+        id: EnvId,
+    },
+    /// Delete an environment's containers and network. Answered by [`Response::Env`].
+    EnvDelete {
+        /// Which.
+        id: EnvId,
+    },
+    /// An environment's log (setup, probes and tests) and its containers' logs, as
+    /// [`Response::Log`] chunks then [`Response::StreamEnd`].
+    EnvLogs {
+        /// Which.
+        id: EnvId,
+        /// Keep streaming until the environment is no longer being set up or tested.
+        #[serde(default)]
+        follow: bool,
+    },
+    /// The topology templates. Answered by [`Response::Topologies`].
+    Topologies,
 }
 
 /// What the daemon answers.
@@ -202,6 +238,15 @@ pub enum Response {
     Workflow(Box<WorkflowView>),
     /// The extensions registry.
     Extensions(Box<ExtensionsReport>),
+    /// One test environment.
+    Env(Box<TestEnv>),
+    /// Test environments.
+    Envs {
+        /// Newest first.
+        envs: Vec<TestEnv>,
+    },
+    /// The topology templates.
+    Topologies(Box<TopologiesReport>),
     /// The request failed; nothing was changed.
     Error(ErrorReply),
 }

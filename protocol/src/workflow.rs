@@ -584,6 +584,10 @@ pub struct TaskservInfo {
     /// Its readiness probe, a shell command run on the server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe: Option<Probe>,
+    /// The image its test environments use (pulled when a registry is reachable); none:
+    /// the base image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
 }
 
 /// A readiness probe.

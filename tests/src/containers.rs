@@ -124,3 +124,76 @@ impl Drop for Cleanup {
         }
     }
 }
+
+/// Containers and networks carrying `label=value`: (container names, network names).
+pub fn labelled(socket: &Path, label: &str, value: &str) -> (Vec<String>, Vec<String>) {
+    let filters = format!(r#"{{"label":["{label}={value}"]}}"#);
+    let list = |what: &str, name_of: fn(&serde_json::Value) -> Option<String>| -> Vec<String> {
+        let (_, body) = curl(
+            socket,
+            &[
+                "-G",
+                "--data-urlencode",
+                "all=true",
+                "--data-urlencode",
+                &format!("filters={filters}"),
+                &format!("{API}/{what}"),
+            ],
+        );
+        serde_json::from_str::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v.as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(name_of)
+            .collect()
+    };
+    let containers = list("containers/json", |c| {
+        c["Names"][0]
+            .as_str()
+            .map(|n| n.trim_start_matches('/').to_string())
+    });
+    let networks = list("networks", |n| n["Name"].as_str().map(str::to_string));
+    (containers, networks)
+}
+
+/// Removes, when dropped, every container and network a daemon's test environments
+/// created (they carry its instance id), so a failing test leaves nothing behind.
+pub struct TestEnvSweeper {
+    /// The engine's socket.
+    pub socket: PathBuf,
+    /// The daemon's data directory (its `instance-id` file names the label value).
+    pub data_dir: PathBuf,
+}
+
+impl TestEnvSweeper {
+    /// The daemon instance's containers and networks now.
+    pub fn leftovers(&self) -> (Vec<String>, Vec<String>) {
+        match std::fs::read_to_string(self.data_dir.join("instance-id")) {
+            Ok(id) => labelled(&self.socket, "provisioning.daemon", id.trim()),
+            Err(_) => (Vec::new(), Vec::new()),
+        }
+    }
+}
+
+impl Drop for TestEnvSweeper {
+    fn drop(&mut self) {
+        let (containers, networks) = self.leftovers();
+        for name in containers {
+            curl(
+                &self.socket,
+                &[
+                    "-X",
+                    "DELETE",
+                    &format!("{API}/containers/{name}?force=true&v=true"),
+                ],
+            );
+        }
+        for name in networks {
+            curl(
+                &self.socket,
+                &["-X", "DELETE", &format!("{API}/networks/{name}")],
+            );
+        }
+    }
+}

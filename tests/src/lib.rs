@@ -49,11 +49,17 @@ pub struct Daemon {
     dir: TempDir,
     child: Option<Child>,
     args: Vec<String>,
+    env: Vec<(String, String)>,
 }
 
 impl Daemon {
     /// Starts a daemon with extra flags (such as `--parallel 2`) and waits until it answers.
     pub fn start(args: &[&str]) -> Daemon {
+        Daemon::start_with_env(args, &[])
+    }
+
+    /// Starts a daemon with extra flags and environment variables.
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Daemon {
         let dir = tempfile::Builder::new()
             .prefix("orch-e2e-")
             .tempdir()
@@ -62,6 +68,10 @@ impl Daemon {
             dir,
             child: None,
             args: args.iter().map(|s| s.to_string()).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         };
         daemon.restart();
         daemon
@@ -110,6 +120,7 @@ impl Daemon {
             .arg(self.socket())
             .args(args)
             .env("ORCH_NU_BINARY", nu_binary())
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr)

@@ -20,7 +20,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use orch_protocol::{
     Actor, AttemptOutcome, CleanFilter, ErrorReply, Event, EventKind, Progress, Task, TaskId,
-    TaskSpec, TaskState, Workflow, WorkflowId, WorkflowView,
+    TaskSpec, TaskState, TestEnv, Workflow, WorkflowId, WorkflowView,
 };
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -93,6 +93,16 @@ pub enum Command {
         id: WorkflowId,
         /// Answered once the rollback has durably started.
         reply: Reply<WorkflowView>,
+    },
+    /// Record a test environment (a new one, with id 0, gets the next id), with the audit
+    /// record of the request that changed it.
+    SaveEnv {
+        /// The record.
+        env: Box<TestEnv>,
+        /// The change request, for the audit log.
+        audit: Option<AuditRecord>,
+        /// Answered with the record (and its id) once it is durable.
+        reply: Reply<TestEnv>,
     },
     /// Remove finished tasks.
     Clean {
@@ -337,6 +347,7 @@ impl Engine {
                     outcome,
                 );
             }
+            Command::SaveEnv { env, audit, reply } => self.save_env(*env, audit, reply),
             Command::Clean {
                 actor,
                 filter,
@@ -375,6 +386,19 @@ impl Engine {
             Command::RetryDue { id, next_attempt } => self.retry_due(id, next_attempt),
             Command::Shutdown { done } => self.begin_shutdown(done),
         }
+    }
+
+    /// Records a test environment (assigning an id to a new one) and its audit record.
+    fn save_env(&mut self, mut env: TestEnv, audit: Option<AuditRecord>, reply: Reply<TestEnv>) {
+        if env.id == 0 {
+            env.id = self.next_id;
+            self.next_id += 1;
+        }
+        self.pending.batch.test_envs.push(env.clone());
+        self.pending.batch.audit.extend(audit);
+        self.after_commit(move |result| {
+            let _ = reply.send(result.map(|()| env).map_err(transitions::internal));
+        });
     }
 
     /// Records a change request in the audit log, in the same transaction as the change.

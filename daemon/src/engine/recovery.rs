@@ -22,6 +22,7 @@ impl Engine {
             .iter()
             .map(|t| t.id)
             .chain(snapshot.workflows.iter().map(|w| w.id))
+            .chain(snapshot.test_envs.iter().map(|e| e.id))
             .max()
             .unwrap_or(0);
         self.next_id = highest.max(snapshot.last_task_id) + 1;

@@ -87,6 +87,8 @@ struct TaskservManifest {
     scripts: Scripts,
     #[serde(default)]
     probe: Option<Probe>,
+    #[serde(default)]
+    image: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -143,6 +145,7 @@ pub fn taskserv(dir: &Path, text: &str) -> Result<TaskservInfo, String> {
         addons: m.addons,
         scripts,
         probe: m.probe,
+        image: m.image,
     })
 }
 

@@ -37,6 +37,8 @@ pub struct Context {
     pub modules_dir: PathBuf,
     /// The workspace whose infras workflows use when a request names none.
     pub workspace: PathBuf,
+    /// Test environments.
+    pub testenvs: Arc<crate::testenv::TestEnvService>,
     /// When the daemon started.
     pub started_at: DateTime<Utc>,
     /// Cancelled to stop the daemon.

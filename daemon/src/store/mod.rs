@@ -9,8 +9,8 @@ pub mod committer;
 pub mod redb_store;
 
 use orch_protocol::{
-    AuditEntry, AuditFilter, AuditReport, Event, Task, TaskFilter, TaskId, TaskStatus, Workflow,
-    WorkflowId,
+    AuditEntry, AuditFilter, AuditReport, Event, Task, TaskFilter, TaskId, TaskStatus, TestEnv,
+    Workflow, WorkflowId,
 };
 
 use crate::audit::AuditRecord;
@@ -64,6 +64,8 @@ pub struct WriteBatch {
     pub removals: Vec<Task>,
     /// Workflow records to insert or replace.
     pub workflows: Vec<Workflow>,
+    /// Test environment records to insert or replace.
+    pub test_envs: Vec<TestEnv>,
 }
 
 impl WriteBatch {
@@ -74,6 +76,7 @@ impl WriteBatch {
         self.audit.extend(other.audit);
         self.removals.extend(other.removals);
         self.workflows.extend(other.workflows);
+        self.test_envs.extend(other.test_envs);
     }
 
     /// True when there is nothing to write.
@@ -83,6 +86,7 @@ impl WriteBatch {
             && self.audit.is_empty()
             && self.removals.is_empty()
             && self.workflows.is_empty()
+            && self.test_envs.is_empty()
     }
 }
 
@@ -93,6 +97,8 @@ pub struct Snapshot {
     pub tasks: Vec<Task>,
     /// Every workflow, by id.
     pub workflows: Vec<Workflow>,
+    /// Every test environment, by id.
+    pub test_envs: Vec<TestEnv>,
     /// Ids of queued tasks in queue order (priority, then submission order).
     pub queue: Vec<TaskId>,
     /// The sequence number of the last logged event (0 when none).

@@ -10,13 +10,14 @@
 //!   entry's sequence number and hash, kept apart so that a removed tail is detected.
 //! - `workflows`: workflow id → workflow record (JSON): its steps, their compensations
 //!   and its state.
-//! - `meta`: the highest task (or workflow) id ever assigned.
+//! - `test_envs`: test environment id → its record (JSON).
+//! - `meta`: the highest task (or workflow, or test environment) id ever assigned.
 
 use std::path::Path;
 
 use orch_protocol::{
-    AuditEntry, AuditFilter, AuditReport, Event, Task, TaskFilter, TaskId, TaskStatus, Workflow,
-    WorkflowId,
+    AuditEntry, AuditFilter, AuditReport, Event, Task, TaskFilter, TaskId, TaskStatus, TestEnv,
+    Workflow, WorkflowId,
 };
 
 use crate::audit::AuditRecord;
@@ -36,6 +37,7 @@ const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit");
 const AUDIT_HEAD: TableDefinition<u8, &[u8]> = TableDefinition::new("audit_head");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const WORKFLOWS: TableDefinition<u64, &[u8]> = TableDefinition::new("workflows");
+const TEST_ENVS: TableDefinition<u64, &[u8]> = TableDefinition::new("test_envs");
 
 /// The highest task id ever assigned (ids are never reused, even after `orch clean`).
 const LAST_TASK_ID: &str = "last_task_id";
@@ -82,6 +84,7 @@ impl RedbStore {
         txn.open_table(AUDIT_HEAD).map_err(backend)?;
         txn.open_table(META).map_err(backend)?;
         txn.open_table(WORKFLOWS).map_err(backend)?;
+        txn.open_table(TEST_ENVS).map_err(backend)?;
         txn.commit().map_err(backend)?;
         Ok(RedbStore { db })
     }
@@ -124,12 +127,18 @@ impl RedbStore {
             let body = serde_json::to_vec(workflow).expect("workflow records always serialize");
             workflows.insert(workflow.id, body.as_slice())?;
         }
+        let mut envs = txn.open_table(TEST_ENVS)?;
+        for env in &batch.test_envs {
+            let body = serde_json::to_vec(env).expect("environment records always serialize");
+            envs.insert(env.id, body.as_slice())?;
+        }
         let newest = batch
             .tasks
             .iter()
             .filter(|w| w.previous.is_none())
             .map(|w| w.task.id)
             .chain(batch.workflows.iter().map(|w| w.id))
+            .chain(batch.test_envs.iter().map(|e| e.id))
             .max();
         if let Some(newest) = newest {
             let mut meta = txn.open_table(META)?;
@@ -260,9 +269,19 @@ impl Store for RedbStore {
                 body.value(),
             )?);
         }
+        let envs_table = txn.open_table(TEST_ENVS).map_err(backend)?;
+        let mut test_envs = Vec::new();
+        for entry in envs_table.iter().map_err(backend)? {
+            let (id, body) = entry.map_err(backend)?;
+            test_envs.push(decode::<TestEnv>(
+                &format!("test environment {}", id.value()),
+                body.value(),
+            )?);
+        }
         Ok(Snapshot {
             tasks,
             workflows,
+            test_envs,
             queue,
             last_event_seq: self.last_event_seq()?,
             last_task_id,

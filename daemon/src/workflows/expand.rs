@@ -139,7 +139,7 @@ fn create_step(server: &Server, infra: &Infra, sources: &Sources) -> Result<Draf
 
 /// Every taskserv `requested` brings, in install order: dependencies first, add-ons
 /// after what they extend.
-fn install_order<'r>(
+pub fn install_order<'r>(
     requested: &[String],
     registry: &'r Registry,
 ) -> Result<Vec<&'r TaskservInfo>, String> {

@@ -4,16 +4,16 @@
 //! which runs each step as a task.
 //!
 //! - [`infra`]: finding an infra in a workspace and reading its settings.
-//! - [`snippets`]: the Nushell code generated steps run.
+//! - [`snippets`]: the Nushell code generated steps (and test environments) run.
 
 mod expand;
 pub mod graph;
 mod infra;
-mod snippets;
+pub mod snippets;
 
 use orch_protocol::{PlannedStep, TaskSpec, WorkflowKind, WorkflowPlan, WorkflowRequest};
 
-pub use expand::Sources;
+pub use expand::{Sources, install_order};
 
 /// The most steps one workflow may have.
 pub const MAX_STEPS: usize = 100_000;

@@ -47,6 +47,27 @@ pub const EXTENSIONS: Group = Group {
     extra_description: "",
 };
 
+/// `orch test`
+pub const TEST: Group = Group {
+    name: "orch test",
+    description: "Test environments: taskservs, servers and cluster topologies in real containers.",
+    extra_description: "",
+};
+
+/// `orch test env`
+pub const TEST_ENV: Group = Group {
+    name: "orch test env",
+    description: "Create, list, show, run, follow and delete test environments.",
+    extra_description: "",
+};
+
+/// `orch test topology`
+pub const TEST_TOPOLOGY: Group = Group {
+    name: "orch test topology",
+    description: "The topology templates of cluster test environments.",
+    extra_description: "",
+};
+
 impl SimplePluginCommand for Group {
     type Plugin = OrchestratorPlugin;
 
@@ -94,4 +115,7 @@ fn test_examples() {
     crate::commands::test_examples(&WORKFLOW);
     crate::commands::test_examples(&WORKFLOW_SUBMIT);
     crate::commands::test_examples(&EXTENSIONS);
+    crate::commands::test_examples(&TEST);
+    crate::commands::test_examples(&TEST_ENV);
+    crate::commands::test_examples(&TEST_TOPOLOGY);
 }

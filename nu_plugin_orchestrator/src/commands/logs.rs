@@ -61,27 +61,44 @@ impl PluginCommand for Logs {
         let id_arg: Spanned<i64> = call.req(0)?;
         let id = super::task_id(id_arg)?;
         let follow = call.has_flag("follow")?;
-        let mut client = plugin
-            .connect(engine)
-            .map_err(|e| labeled(e, call.head, &[]))?;
-        let signals = engine.signals().clone();
-        client
-            .send(&Request::Logs { id, follow })
-            .map_err(|e| labeled(e, call.head, &[]))?;
-        let first = client
-            .next(&|| signals.interrupted())
-            .map_err(|e| labeled(e, call.head, &[("id", id_arg.span)]))?;
-        let chunks = Chunks {
-            client,
-            signals: signals.clone(),
-            first: Some(first),
-            head: call.head,
-            done: false,
-        };
-        let stream =
-            ByteStream::from_result_iter(chunks, call.head, signals, ByteStreamType::String);
-        Ok(PipelineData::byte_stream(stream, None))
+        stream_log(
+            plugin,
+            engine,
+            call,
+            &Request::Logs { id, follow },
+            id_arg.span,
+        )
     }
+}
+
+/// Sends a log request and streams its chunks as a string byte stream; errors about the
+/// id point at `id_span`.
+pub fn stream_log(
+    plugin: &OrchestratorPlugin,
+    engine: &EngineInterface,
+    call: &EvaluatedCall,
+    request: &Request,
+    id_span: Span,
+) -> Result<PipelineData, LabeledError> {
+    let mut client = plugin
+        .connect(engine)
+        .map_err(|e| labeled(e, call.head, &[]))?;
+    let signals = engine.signals().clone();
+    client
+        .send(request)
+        .map_err(|e| labeled(e, call.head, &[]))?;
+    let first = client
+        .next(&|| signals.interrupted())
+        .map_err(|e| labeled(e, call.head, &[("id", id_span)]))?;
+    let chunks = Chunks {
+        client,
+        signals: signals.clone(),
+        first: Some(first),
+        head: call.head,
+        done: false,
+    };
+    let stream = ByteStream::from_result_iter(chunks, call.head, signals, ByteStreamType::String);
+    Ok(PipelineData::byte_stream(stream, None))
 }
 
 /// The log's chunks, until the daemon ends the stream or Ctrl-C.

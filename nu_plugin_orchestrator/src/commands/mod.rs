@@ -11,11 +11,14 @@ mod daemon_stop;
 mod extensions;
 mod group;
 mod health;
-mod logs;
+pub mod logs;
 mod retry;
 mod submit;
 mod task;
 mod tasks;
+mod test_env_by_id;
+mod test_env_create;
+mod test_topology_show;
 mod wait;
 mod watch;
 mod workflow_args;
@@ -69,6 +72,17 @@ pub fn all() -> Vec<Box<dyn PluginCommand<Plugin = OrchestratorPlugin>>> {
         Box::new(extensions::PROVIDERS),
         Box::new(extensions::TASKSERVS),
         Box::new(extensions::CLUSTERS),
+        Box::new(group::TEST),
+        Box::new(group::TEST_ENV),
+        Box::new(test_env_create::TestEnvCreate),
+        Box::new(test_env_by_id::EnvList),
+        Box::new(test_env_by_id::SHOW),
+        Box::new(test_env_by_id::RUN),
+        Box::new(test_env_by_id::EnvLogs),
+        Box::new(test_env_by_id::DELETE),
+        Box::new(group::TEST_TOPOLOGY),
+        Box::new(test_topology_show::TopologyList),
+        Box::new(test_topology_show::TopologyShow),
     ]
 }
 

@@ -10,7 +10,7 @@ use crate::runner::log_path;
 use crate::server::{Connection, Context};
 
 /// How often a followed log is checked for new output.
-const FOLLOW_POLL: Duration = Duration::from_millis(100);
+pub(super) const FOLLOW_POLL: Duration = Duration::from_millis(100);
 
 /// The largest chunk sent in one frame.
 const CHUNK: usize = 64 * 1024;
@@ -61,14 +61,14 @@ fn task_is_final(ctx: &Context, id: TaskId) -> Result<bool, ErrorReply> {
 /// Reads a growing file, returning whole UTF-8 text (a split character waits for its
 /// remaining bytes).
 #[derive(Default)]
-struct Tail {
+pub(super) struct Tail {
     offset: u64,
     pending: Vec<u8>,
 }
 
 impl Tail {
     /// Text added to the file since the last call, in chunks.
-    fn read_new(&mut self, path: &std::path::Path) -> std::io::Result<Vec<String>> {
+    pub(super) fn read_new(&mut self, path: &std::path::Path) -> std::io::Result<Vec<String>> {
         let mut file = match std::fs::File::open(path) {
             Ok(file) => file,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -97,7 +97,7 @@ impl Tail {
     }
 
     /// Bytes still held back at the end (an incomplete character), replaced.
-    fn rest(&mut self) -> Option<String> {
+    pub(super) fn rest(&mut self) -> Option<String> {
         if self.pending.is_empty() {
             return None;
         }

@@ -11,6 +11,8 @@ mod logs;
 mod retry;
 mod shutdown;
 mod submit;
+mod test_env_logs;
+mod test_envs;
 mod wait;
 mod watch;
 mod workflow_control;
@@ -73,6 +75,22 @@ pub async fn dispatch(
             reply(conn, workflow_control::rollback(ctx, actor, id).await).await
         }
         Request::Extensions => reply(conn, Ok(extensions::handle(ctx))).await,
+        Request::EnvCreate { env } => {
+            let actor = conn.actor.clone();
+            reply(conn, test_envs::create(ctx, actor, env).await).await
+        }
+        Request::Envs => reply(conn, Ok(test_envs::list(ctx))).await,
+        Request::Env { id } => reply(conn, test_envs::get(ctx, id)).await,
+        Request::EnvRun { id } => {
+            let actor = conn.actor.clone();
+            reply(conn, test_envs::run(ctx, actor, id).await).await
+        }
+        Request::EnvDelete { id } => {
+            let actor = conn.actor.clone();
+            reply(conn, test_envs::delete(ctx, actor, id).await).await
+        }
+        Request::EnvLogs { id, follow } => test_env_logs::handle(ctx, conn, id, follow).await,
+        Request::Topologies => reply(conn, Ok(test_envs::topologies(ctx))).await,
     }
 }
 

@@ -1,0 +1,319 @@
+//! Test environments: containers on the local engine in which taskservs are installed,
+//! probed and tested (a single taskserv, a server with several, or a cluster topology).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Identifier of a test environment (from the task id sequence).
+pub type EnvId = u64;
+
+/// Resource limits of a node.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Resources {
+    /// CPUs (fractions allowed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
+    /// Memory in MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mb: Option<u64>,
+}
+
+/// A node of a topology.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopologyNode {
+    /// Its name (container hostname, reachable by it from the other nodes).
+    pub name: String,
+    /// Its role in the cluster.
+    #[serde(default)]
+    pub role: String,
+    /// Taskservs installed on it (with their dependencies, in dependency order).
+    #[serde(default)]
+    pub taskservs: Vec<String>,
+    /// Its resource limits (default: the request's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Resources>,
+    /// Its image (default: the request's, a taskserv's, else the base image).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+}
+
+/// A check run once every node is ready: a shell command on a node, with the text its
+/// output must contain.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopologyCheck {
+    /// The node it runs on.
+    pub node: String,
+    /// The shell command.
+    pub command: String,
+    /// A text the output must contain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<String>,
+}
+
+/// A multi-node topology template (`nushell-modules/topologies/<name>.toml`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Topology {
+    /// Its name.
+    pub name: String,
+    /// What it is.
+    #[serde(default)]
+    pub description: String,
+    /// The kind of cluster (`kubernetes`, `etcd`, ...).
+    #[serde(default)]
+    pub cluster_type: String,
+    /// True when its installation needs the internet (it cannot become ready here).
+    #[serde(default)]
+    pub needs_network: bool,
+    /// Its nodes.
+    pub nodes: Vec<TopologyNode>,
+    /// Cluster-wide readiness checks, in order, after every node's probes pass.
+    #[serde(default)]
+    pub checks: Vec<TopologyCheck>,
+}
+
+/// What kind of environment to create.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum EnvSpec {
+    /// One container, one taskserv.
+    Single {
+        /// The taskserv.
+        taskserv: String,
+    },
+    /// One container with several taskservs.
+    Server {
+        /// The server's name.
+        name: String,
+        /// Its taskservs.
+        taskservs: Vec<String>,
+    },
+    /// Several containers from a topology, on a network of their own.
+    Cluster {
+        /// The cluster's name.
+        name: String,
+        /// Its topology (`orch test topology show NAME`).
+        topology: Topology,
+    },
+}
+
+/// A request to create a test environment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvRequest {
+    /// What to create.
+    pub env: EnvSpec,
+    /// Start it (install, wait until ready) right after creating it.
+    #[serde(default)]
+    pub auto_start: bool,
+    /// Run its tests and delete it once it is ready (implies `auto_start`).
+    #[serde(default)]
+    pub auto_cleanup: bool,
+    /// It is deleted this long after its creation (default one hour).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
+    /// Resource limits of every node (a topology node's own win).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Resources>,
+    /// The image of every node (default: a taskserv's configured image, else the base
+    /// image).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+}
+
+/// Why an environment was deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeleteReason {
+    /// On request.
+    Requested,
+    /// Its time to live passed.
+    Expired,
+    /// `auto_cleanup`, after its run.
+    AutoCleanup,
+    /// The daemon stopped while it was being set up or tested.
+    Interrupted,
+}
+
+/// Where an environment is in its life.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum EnvState {
+    /// Being set up: `stage` is creating, starting, installing or probing.
+    Starting {
+        /// Since when.
+        since: DateTime<Utc>,
+        /// What it is doing.
+        stage: String,
+    },
+    /// Its containers exist and are stopped (created without `auto_start`).
+    Created {
+        /// Since when.
+        at: DateTime<Utc>,
+    },
+    /// Every node is installed and healthy.
+    Ready {
+        /// Since when.
+        at: DateTime<Utc>,
+    },
+    /// Its tests run.
+    Testing {
+        /// Since when.
+        since: DateTime<Utc>,
+    },
+    /// Setting up or testing failed; the containers stay for inspection until deleted.
+    Failed {
+        /// When.
+        at: DateTime<Utc>,
+        /// The stage that failed (creating, starting, installing, probing, tests).
+        stage: String,
+        /// What went wrong.
+        error: String,
+    },
+    /// Its containers and network are gone.
+    Deleted {
+        /// When.
+        at: DateTime<Utc>,
+        /// Why.
+        reason: DeleteReason,
+    },
+}
+
+impl EnvState {
+    /// The state's name.
+    pub fn status(&self) -> &'static str {
+        match self {
+            EnvState::Starting { .. } => "starting",
+            EnvState::Created { .. } => "created",
+            EnvState::Ready { .. } => "ready",
+            EnvState::Testing { .. } => "testing",
+            EnvState::Failed { .. } => "failed",
+            EnvState::Deleted { .. } => "deleted",
+        }
+    }
+
+    /// True while the daemon is working on the environment.
+    pub fn is_busy(&self) -> bool {
+        matches!(self, EnvState::Starting { .. } | EnvState::Testing { .. })
+    }
+}
+
+/// A node of an environment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnvNode {
+    /// Its name (hostname).
+    pub name: String,
+    /// Its role.
+    pub role: String,
+    /// Its taskservs in install order (dependencies included).
+    pub taskservs: Vec<String>,
+    /// Its container's name.
+    pub container: String,
+    /// Its image.
+    pub image: String,
+    /// Its resource limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Resources>,
+}
+
+/// One readiness probe's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeResult {
+    /// The node.
+    pub node: String,
+    /// The taskserv probed (or `cluster` for a topology check).
+    pub taskserv: String,
+    /// The command.
+    pub command: String,
+    /// Whether it passed.
+    pub ok: bool,
+    /// The last attempt's output.
+    pub output: String,
+    /// How many attempts were made.
+    pub attempts: u32,
+    /// How long it took.
+    pub duration_ms: u64,
+}
+
+/// One test's outcome: a taskserv's test script run against its node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestResult {
+    /// The node.
+    pub node: String,
+    /// The taskserv.
+    pub taskserv: String,
+    /// Whether it passed.
+    pub passed: bool,
+    /// The script's exit code.
+    pub exit_code: i32,
+    /// What it printed (standard output and error).
+    pub output: String,
+    /// How long it ran.
+    pub duration_ms: u64,
+}
+
+/// What is kept of a node when its environment fails.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeDiagnostics {
+    /// The node.
+    pub node: String,
+    /// The container's inspect output.
+    pub inspect: serde_json::Value,
+    /// The container's log.
+    pub logs: String,
+}
+
+/// Saved when an environment fails.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Diagnostics {
+    /// Each node's inspect output and log.
+    pub nodes: Vec<NodeDiagnostics>,
+    /// Every probe's last outcome.
+    pub probes: Vec<ProbeResult>,
+    /// The output of the step that failed.
+    pub output: String,
+}
+
+/// A test environment as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestEnv {
+    /// Its id.
+    pub id: EnvId,
+    /// Its name.
+    pub name: String,
+    /// `single`, `server` or `cluster`.
+    pub kind: String,
+    /// The request it was created from.
+    pub request: EnvRequest,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+    /// When its time to live ends.
+    pub expires_at: DateTime<Utc>,
+    /// Its network.
+    pub network: String,
+    /// Its nodes.
+    pub nodes: Vec<EnvNode>,
+    /// Where it is.
+    pub state: EnvState,
+    /// Readiness probes, from the last start.
+    #[serde(default)]
+    pub probes: Vec<ProbeResult>,
+    /// Test results, from the last run.
+    #[serde(default)]
+    pub results: Vec<TestResult>,
+    /// Saved when it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnostics: Option<Diagnostics>,
+}
+
+/// The topology templates, with any that could not be read.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TopologiesReport {
+    /// The templates, by name.
+    pub topologies: Vec<Topology>,
+    /// Files that could not be read.
+    pub problems: Vec<crate::workflow::ManifestProblem>,
+}

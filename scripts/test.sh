@@ -10,6 +10,8 @@ cd "$(dirname "$0")/.."
 ./scripts/ensure-podman.sh >/dev/null
 export DOCKER_HOST=unix:///run/podman/podman.sock
 ./scripts/build-base-image.sh
+# The HTTP API is fuzzed from its OpenAPI document with schemathesis (from PyPI).
+command -v st >/dev/null 2>&1 || python3 -m pip install --quiet schemathesis
 # The end-to-end tests run the binaries from the same target directory.
 cargo build --workspace --bins
 log=$(mktemp)

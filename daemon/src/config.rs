@@ -12,6 +12,15 @@ pub enum StorageType {
     Redb,
 }
 
+/// How the HTTP shim authenticates requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum HttpAuth {
+    /// Bearer tokens with roles.
+    Token,
+    /// No authentication (loopback only).
+    None,
+}
+
 /// provisioning-orchestrator: the durable task queue and runner behind the `orch`
 /// Nushell commands.
 #[derive(Debug, Clone, Parser)]
@@ -32,6 +41,27 @@ pub struct Cli {
     /// Where state is kept. Only the embedded `redb` store exists in this version.
     #[arg(long, value_enum, default_value_t = StorageType::Redb)]
     pub storage_type: StorageType,
+
+    /// Also serve the REST API over HTTP on this port (on 127.0.0.1 unless --bind says
+    /// otherwise). Every route but /health and /openapi.json needs a bearer token from
+    /// tokens.json in the data directory (created at the first start with --port).
+    #[arg(long, value_name = "N")]
+    pub port: Option<u16>,
+
+    /// The address the HTTP shim listens on.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        default_value = "127.0.0.1",
+        requires = "port"
+    )]
+    pub bind: std::net::IpAddr,
+
+    /// How HTTP requests are authenticated: `token` (bearer tokens with roles, the
+    /// default) or `none` (every request is an admin: only for a loopback address, for
+    /// local experiments such as the seed's curl examples).
+    #[arg(long, value_enum, default_value_t = HttpAuth::Token, requires = "port")]
+    pub http_auth: HttpAuth,
 
     /// How many tasks may run at the same time.
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=10_000))]

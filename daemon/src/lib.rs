@@ -16,6 +16,8 @@
 //! - [`store`]: the [`store::Store`] trait, its redb backend, and the group committer.
 //! - [`events`]: the one event bus that every watcher reads.
 //! - [`orphans`]: stopping processes that a crashed daemon left running.
+//! - [`http`]: the REST shim (`--port`) over the same handlers, with tokens and roles.
+//! - [`metrics`]: Prometheus metrics.
 //! - [`shutdown`] and [`logging`]: signals and the daemon's own log.
 //!
 //! The rule everything follows: a state change is committed to the store before it is
@@ -26,7 +28,9 @@ pub mod config;
 pub mod engine;
 pub mod events;
 pub mod extensions;
+pub mod http;
 pub mod logging;
+pub mod metrics;
 pub mod orphans;
 pub mod runner;
 pub mod server;
@@ -67,7 +71,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         queued = snapshot.queue.len(),
         "state loaded"
     );
-    let (committer, writer) = GroupCommitter::start(store.clone());
+    let commit_latency = Arc::new(metrics::Histogram::new(metrics::COMMIT_BOUNDS));
+    let (committer, writer) = GroupCommitter::start(store.clone(), commit_latency.clone());
     let shutdown = CancellationToken::new();
     shutdown::cancel_on_signals(shutdown.clone())?;
     // Cancelled when a state change cannot be committed: the daemon stops at once,
@@ -108,8 +113,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         engine.clone(),
         stored_envs,
     )?;
-    let recovering = testenvs.clone();
-    tokio::spawn(async move { recovering.recover().await });
+    // Before any request: interrupted environments and leftovers are dealt with first.
+    testenvs.recover().await;
     let ctx = Arc::new(server::Context {
         store,
         engine: engine.clone(),
@@ -124,8 +129,33 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         started_at: chrono::Utc::now(),
         shutdown: shutdown.clone(),
     });
+    let http = match cli.port {
+        Some(port) => {
+            let tokens = Arc::new(
+                http::auth::Tokens::load_or_create(&data_dir.join("tokens.json"))
+                    .context("reading the HTTP tokens")?,
+            );
+            let metrics = metrics::Metrics::start(&ctx.bus, ctx.store.clone(), commit_latency);
+            let address = std::net::SocketAddr::new(cli.bind, port);
+            let open = cli.http_auth == config::HttpAuth::None;
+            if open && !cli.bind.is_loopback() {
+                anyhow::bail!(
+                    "--http-auth none is only allowed on a loopback address, not {}",
+                    cli.bind
+                );
+            }
+            let listener = http::bind(address).await?;
+            tracing::info!(%address, tokens = %data_dir.join("tokens.json").display(), "serving HTTP");
+            let app = http::router(ctx.clone(), tokens, metrics, open);
+            Some(tokio::spawn(http::serve(listener, app, ctx.clone())))
+        }
+        None => None,
+    };
     tracing::info!(socket = %socket_path.display(), data_dir = %data_dir.display(), pid = std::process::id(), "listening");
     server::serve(listener, ctx.clone()).await;
+    if let Some(http) = http {
+        let _ = http.await;
+    }
     if fatal.is_cancelled() {
         anyhow::bail!(
             "a state change could not be committed to the store; stopped without acting on it (see orchestrator.log)"

@@ -13,6 +13,7 @@ use crate::workflow::{
 
 /// The first frame a client sends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Hello {
     /// The client's [`crate::PROTOCOL_VERSION`].
@@ -23,6 +24,7 @@ pub struct Hello {
 
 /// The daemon's answer to an acceptable [`Hello`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Welcome {
     /// The daemon's protocol version.
     pub protocol: u32,
@@ -34,6 +36,7 @@ pub struct Welcome {
 
 /// What a client asks for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "request", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
     /// Is the daemon alive, and what is it doing. Answered by [`Response::Health`].
@@ -181,6 +184,7 @@ pub enum Request {
 
 /// What the daemon answers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "response", rename_all = "snake_case")]
 pub enum Response {
     /// See [`Request::Health`].
@@ -253,6 +257,7 @@ pub enum Response {
 
 /// Broad classes of failure, so clients can react without parsing messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     /// The request was malformed or invalid.
@@ -275,6 +280,7 @@ pub enum ErrorKind {
 
 /// An error answer: what went wrong, and which request field it concerns.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ErrorReply {
     /// The class of failure.
     pub kind: ErrorKind,

@@ -9,6 +9,7 @@ pub type EnvId = u64;
 
 /// Resource limits of a node.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Resources {
     /// CPUs (fractions allowed).
@@ -21,6 +22,7 @@ pub struct Resources {
 
 /// A node of a topology.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TopologyNode {
     /// Its name (container hostname, reachable by it from the other nodes).
@@ -42,6 +44,7 @@ pub struct TopologyNode {
 /// A check run once every node is ready: a shell command on a node, with the text its
 /// output must contain.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TopologyCheck {
     /// The node it runs on.
@@ -55,6 +58,7 @@ pub struct TopologyCheck {
 
 /// A multi-node topology template (`nushell-modules/topologies/<name>.toml`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Topology {
     /// Its name.
@@ -77,6 +81,7 @@ pub struct Topology {
 
 /// What kind of environment to create.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum EnvSpec {
     /// One container, one taskserv.
@@ -102,6 +107,7 @@ pub enum EnvSpec {
 
 /// A request to create a test environment.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct EnvRequest {
     /// What to create.
@@ -126,6 +132,7 @@ pub struct EnvRequest {
 
 /// Why an environment was deleted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum DeleteReason {
     /// On request.
@@ -140,6 +147,7 @@ pub enum DeleteReason {
 
 /// Where an environment is in its life.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum EnvState {
     /// Being set up: `stage` is creating, starting, installing or probing.
@@ -179,6 +187,9 @@ pub enum EnvState {
         at: DateTime<Utc>,
         /// Why.
         reason: DeleteReason,
+        /// How it had failed before it was deleted (an `auto_cleanup` after a failure).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failure: Option<String>,
     },
 }
 
@@ -203,6 +214,7 @@ impl EnvState {
 
 /// A node of an environment.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct EnvNode {
     /// Its name (hostname).
     pub name: String,
@@ -221,6 +233,7 @@ pub struct EnvNode {
 
 /// One readiness probe's outcome.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ProbeResult {
     /// The node.
     pub node: String,
@@ -240,6 +253,7 @@ pub struct ProbeResult {
 
 /// One test's outcome: a taskserv's test script run against its node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TestResult {
     /// The node.
     pub node: String,
@@ -257,6 +271,7 @@ pub struct TestResult {
 
 /// What is kept of a node when its environment fails.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct NodeDiagnostics {
     /// The node.
     pub node: String,
@@ -268,6 +283,7 @@ pub struct NodeDiagnostics {
 
 /// Saved when an environment fails.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Diagnostics {
     /// Each node's inspect output and log.
     pub nodes: Vec<NodeDiagnostics>,
@@ -279,6 +295,7 @@ pub struct Diagnostics {
 
 /// A test environment as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TestEnv {
     /// Its id.
     pub id: EnvId,
@@ -311,6 +328,7 @@ pub struct TestEnv {
 
 /// The topology templates, with any that could not be read.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TopologiesReport {
     /// The templates, by name.
     pub topologies: Vec<Topology>,

@@ -16,6 +16,7 @@ pub type EventSeq = u64;
 
 /// What a task runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum TaskKind {
     /// A program started directly with its arguments (no shell in between).
@@ -41,6 +42,7 @@ pub enum TaskKind {
 /// How long to wait between attempts: exponential from `initial_ms`, capped at `max_ms`,
 /// with jitter (each delay is drawn between half and all of its nominal value).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Backoff {
     /// Nominal delay before the second attempt, in milliseconds.
@@ -70,6 +72,7 @@ impl Backoff {
 
 /// A task as submitted: what to run and how.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TaskSpec {
     /// What to run.
@@ -147,6 +150,7 @@ impl TaskSpec {
 
 /// Why a task ended in failure.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum AttemptOutcome {
     /// The process exited on its own.
@@ -207,6 +211,7 @@ pub fn format_millis(ms: u64) -> String {
 
 /// One run of a task's process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Attempt {
     /// 1 for the first run.
     pub number: u32,
@@ -222,6 +227,7 @@ pub struct Attempt {
 
 /// Where a task is in its life. Only the data that belongs to a state is in it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum TaskState {
     /// Waiting for other tasks (`after`) to succeed.
@@ -303,6 +309,7 @@ impl TaskState {
 
 /// The name of a [`TaskState`], for filters and indexes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TaskStatus {
     /// See [`TaskState::Blocked`].
@@ -374,6 +381,7 @@ impl TaskStatus {
 
 /// Progress reported by a task on its standard output (see the README's convention).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Progress {
     /// Percent done, 0 to 100.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -385,6 +393,7 @@ pub struct Progress {
 
 /// A task with its whole history, as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Task {
     /// Its identifier.
     pub id: TaskId,
@@ -424,6 +433,7 @@ impl Task {
 
 /// Which tasks `List` returns.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TaskFilter {
     /// Only tasks in one of these states (all when empty).
@@ -439,6 +449,7 @@ pub struct TaskFilter {
 
 /// What happened to a task.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum EventKind {
     /// The task was accepted, in its first state.
@@ -531,6 +542,7 @@ impl EventKind {
 
 /// One entry of the event log: each state change emits exactly one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Event {
     /// Position in the log, increasing.
     pub seq: EventSeq,
@@ -547,6 +559,7 @@ pub struct Event {
 
 /// The daemon's answer to `Health`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct HealthReport {
     /// The daemon's version.
     pub version: String,
@@ -570,6 +583,7 @@ pub struct HealthReport {
 
 /// Who asked for a change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Actor {
     /// The peer's user id.
     pub uid: u32,
@@ -579,6 +593,7 @@ pub struct Actor {
 
 /// One entry of the audit log: a request that changes state, and what came of it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct AuditEntry {
     /// Position in the log, from 1, without gaps.
     pub seq: u64,
@@ -602,6 +617,7 @@ pub struct AuditEntry {
 
 /// Which finished tasks `Clean` removes.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CleanFilter {
     /// Only tasks that finished at least this long ago.
@@ -614,6 +630,7 @@ pub struct CleanFilter {
 
 /// Which audit entries `Audit` returns.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AuditFilter {
     /// Only this action.
@@ -626,6 +643,7 @@ pub struct AuditFilter {
 
 /// The result of checking the audit log's hash chain.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct AuditReport {
     /// How many entries were checked.
     pub entries: u64,

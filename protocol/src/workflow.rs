@@ -16,6 +16,7 @@ pub type WorkflowId = u64;
 
 /// Marks a task as a step of a workflow.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct StepRef {
     /// The workflow.
@@ -29,6 +30,7 @@ pub struct StepRef {
 
 /// Create servers of an infra (and install the taskservs its settings list for them).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ServersRequest {
     /// The infra: a name looked up as `<workspace>/infra/<name>` or `<workspace>/<name>`, or
@@ -63,6 +65,7 @@ pub struct ServersRequest {
 
 /// Install a taskserv (with its dependencies and add-ons) on servers of an infra.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TaskservRequest {
     /// The infra: a name looked up as `<workspace>/infra/<name>` or `<workspace>/<name>`, or
@@ -99,6 +102,7 @@ pub struct TaskservRequest {
 
 /// Create a cluster from a cluster definition: its nodes, their taskservs, its setup.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ClusterRequest {
     /// The infra: a name looked up as `<workspace>/infra/<name>` or `<workspace>/<name>`, or
@@ -135,6 +139,7 @@ pub struct ClusterRequest {
 
 /// One operation of a batch workflow: one step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Operation {
     /// Its id, unique in the workflow; dependencies name it.
@@ -184,6 +189,7 @@ pub struct Operation {
 
 /// A batch workflow definition (from a TOML, NUON, JSON or Nickel file).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct BatchWorkflow {
     /// Its name.
@@ -206,6 +212,7 @@ pub struct BatchWorkflow {
 
 /// A batch workflow with where it runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct BatchRequest {
     /// The definition.
@@ -233,6 +240,7 @@ pub struct BatchRequest {
 
 /// A workflow submission.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum WorkflowRequest {
     /// See [`ServersRequest`].
@@ -279,6 +287,7 @@ impl WorkflowRequest {
 
 /// The four kinds of workflow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum WorkflowKind {
     /// Server creation.
@@ -305,6 +314,7 @@ impl WorkflowKind {
 
 /// One step of a workflow as stored: the task that runs it and how it is compensated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WorkflowStep {
     /// Its id in the workflow.
     pub id: String,
@@ -325,6 +335,7 @@ pub struct WorkflowStep {
 
 /// A compensation task created by a rollback.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RollbackStep {
     /// The step it compensates.
     pub step: String,
@@ -336,6 +347,7 @@ pub struct RollbackStep {
 
 /// Where a workflow is in its life.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum WorkflowState {
     /// Steps are running or waiting.
@@ -405,6 +417,7 @@ impl WorkflowState {
 
 /// The name of a [`WorkflowState`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum WorkflowStatus {
     /// See [`WorkflowState::Running`].
@@ -445,6 +458,7 @@ impl WorkflowStatus {
 
 /// A workflow as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Workflow {
     /// Its id (from the task id sequence).
     pub id: WorkflowId,
@@ -477,6 +491,7 @@ pub struct Workflow {
 
 /// One step with its task's current status, for `orch workflow show`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StepStatus {
     /// The step's id.
     pub id: String,
@@ -491,6 +506,7 @@ pub struct StepStatus {
 
 /// A workflow with the status of each of its tasks.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WorkflowView {
     /// The record.
     pub workflow: Workflow,
@@ -500,6 +516,7 @@ pub struct WorkflowView {
 
 /// A step in a plan.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PlannedStep {
     /// Its id.
     pub id: String,
@@ -515,6 +532,7 @@ pub struct PlannedStep {
 
 /// What a workflow would do, computed without running anything.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WorkflowPlan {
     /// Its name.
     pub name: String,
@@ -532,6 +550,7 @@ pub struct WorkflowPlan {
 
 /// What answers a workflow submission.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum WorkflowSubmitted {
     /// `check_mode`: the plan, nothing was created.
@@ -542,6 +561,7 @@ pub enum WorkflowSubmitted {
 
 /// A problem with one extension's manifest.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ManifestProblem {
     /// The manifest's path.
     pub path: PathBuf,
@@ -551,6 +571,7 @@ pub struct ManifestProblem {
 
 /// A provider, as its manifest describes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ProviderInfo {
     /// Its name.
     pub name: String,
@@ -566,6 +587,7 @@ pub struct ProviderInfo {
 
 /// A taskserv, as its manifest describes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TaskservInfo {
     /// Its name.
     pub name: String,
@@ -592,6 +614,7 @@ pub struct TaskservInfo {
 
 /// A readiness probe.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Probe {
     /// The shell command.
@@ -606,6 +629,7 @@ pub struct Probe {
 
 /// A node of a cluster definition.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ClusterNode {
     /// Its hostname.
@@ -620,6 +644,7 @@ pub struct ClusterNode {
 
 /// A cluster definition, as its manifest describes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ClusterInfo {
     /// Its name.
     pub name: String,
@@ -638,6 +663,7 @@ pub struct ClusterInfo {
 
 /// The whole extensions registry.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ExtensionsReport {
     /// The directory they were read from.
     pub modules_dir: PathBuf,

@@ -42,11 +42,14 @@ pub struct GroupCommitter {
 
 impl GroupCommitter {
     /// Starts the writer thread over `store`.
-    pub fn start(store: Arc<dyn Store>) -> (GroupCommitter, JoinHandle<CommitStats>) {
+    pub fn start(
+        store: Arc<dyn Store>,
+        latency: Arc<crate::metrics::Histogram>,
+    ) -> (GroupCommitter, JoinHandle<CommitStats>) {
         let (jobs, rx) = channel();
         let thread = std::thread::Builder::new()
             .name("group-commit".into())
-            .spawn(move || writer_loop(store.as_ref(), rx))
+            .spawn(move || writer_loop(store.as_ref(), rx, &latency))
             .expect("the writer thread can be spawned");
         (GroupCommitter { jobs }, thread)
     }
@@ -80,7 +83,11 @@ impl GroupCommitter {
     }
 }
 
-fn writer_loop(store: &dyn Store, rx: Receiver<Job>) -> CommitStats {
+fn writer_loop(
+    store: &dyn Store,
+    rx: Receiver<Job>,
+    latency: &crate::metrics::Histogram,
+) -> CommitStats {
     let mut stats = CommitStats::default();
     // After a failed commit nothing more is written: later batches were computed from
     // state that never became durable.
@@ -110,6 +117,7 @@ fn writer_loop(store: &dyn Store, rx: Receiver<Job>) -> CommitStats {
         stats.transactions += 1;
         stats.batches += completions.len() as u64;
         stats.commit_micros += started.elapsed().as_micros() as u64;
+        latency.observe(started.elapsed().as_secs_f64());
         if let (Err(e), None) = (&result, &failed) {
             tracing::error!(error = %e, "commit failed");
             failed = Some(e.clone());

@@ -248,12 +248,19 @@ impl ContainerEngine {
                 ));
             }
         }
-        let inspect = self
-            .docker
-            .inspect_exec(&exec.id)
-            .await
-            .map_err(|e| format!("cannot inspect exec in {container}: {e}"))?;
-        Ok((inspect.exit_code.unwrap_or(-1), output))
+        // Podman may still report the exec as running right after its output ended.
+        for _ in 0..50 {
+            let inspect = self
+                .docker
+                .inspect_exec(&exec.id)
+                .await
+                .map_err(|e| format!("cannot inspect exec in {container}: {e}"))?;
+            if let (Some(false), Some(code)) = (inspect.running, inspect.exit_code) {
+                return Ok((code, output));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok((-1, format!("{output}\n(the exit code was not reported)")))
     }
 
     /// A container's inspect output, as JSON.

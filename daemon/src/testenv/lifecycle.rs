@@ -45,11 +45,19 @@ impl TestEnvService {
                 return Err(error);
             }
         };
+        // The limit is counted again, and the environment recorded and claimed, under one
+        // lock: two creations at once cannot both take the last place.
+        let admission = self.admission.lock().await;
+        if let Err(error) = self.check_limit() {
+            drop(admission);
+            self.audit_refusal(actor, "test_env_create", params, &error)
+                .await;
+            return Err(error);
+        }
         let record = AuditRecord::new(actor, "test_env_create", params, Ok("accepted".into()));
-        let _admission = self.admission.lock().await;
         let env = self.save(env, Some(record)).await?;
-        drop(_admission);
         self.claim(env.id);
+        drop(admission);
         let env = self.build(env, &engine, &request).await;
         self.release(env.id);
         if !matches!(env.state, EnvState::Deleted { .. }) {
@@ -75,19 +83,10 @@ impl TestEnvService {
                 "the time to live must be positive and at most 7 days",
             ));
         }
-        let existing = self
-            .list()
-            .iter()
-            .filter(|e| !matches!(e.state, EnvState::Deleted { .. }))
-            .count();
-        if existing >= self.config.max_envs {
-            return Err(ErrorReply::new(
-                ErrorKind::Conflict,
-                format!(
-                    "{existing} test environments exist and the limit is {} (--max-test-envs): delete one first",
-                    self.config.max_envs
-                ),
-            ));
+        self.check_limit()?;
+        check_resources(request.resources.as_ref())?;
+        for node in &topology.nodes {
+            check_resources(node.resources.as_ref())?;
         }
         let engine = ContainerEngine::connect()
             .await
@@ -122,6 +121,25 @@ impl TestEnvService {
             diagnostics: None,
         };
         Ok((env, engine))
+    }
+
+    /// Refuses a creation when `--max-test-envs` environments exist.
+    fn check_limit(&self) -> Result<(), ErrorReply> {
+        let existing = self
+            .list()
+            .iter()
+            .filter(|e| !matches!(e.state, EnvState::Deleted { .. }))
+            .count();
+        if existing >= self.config.max_envs {
+            return Err(ErrorReply::new(
+                ErrorKind::Conflict,
+                format!(
+                    "{existing} test environments exist and the limit is {} (--max-test-envs): delete one first",
+                    self.config.max_envs
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// A node's install order, image and limits.
@@ -172,15 +190,15 @@ impl TestEnvService {
             Err(_) => return env,
         };
         if let Err(error) = self.create_containers(&env, engine).await {
-            return self
+            env = self
                 .fail(env, engine, "creating", error, String::new())
                 .await;
-        }
-        if !(request.auto_start || request.auto_cleanup) {
+        } else if !(request.auto_start || request.auto_cleanup) {
             env.state = EnvState::Created { at: Utc::now() };
             return self.save(env.clone(), None).await.unwrap_or(env);
+        } else {
+            env = self.start(env, engine).await;
         }
-        env = self.start(env, engine).await;
         if request.auto_cleanup {
             if matches!(env.state, EnvState::Ready { .. }) {
                 env = self.test(env, engine).await;
@@ -406,7 +424,14 @@ impl TestEnvService {
             if matches!(env.state, EnvState::Created { .. }) {
                 env = self.start(env, &engine).await;
             }
-            if matches!(env.state, EnvState::Ready { .. } | EnvState::Failed { .. }) {
+            // Tests run on a ready environment, or again after failed tests; a start that
+            // just failed keeps its error and diagnostics.
+            let testable = match &env.state {
+                EnvState::Ready { .. } => true,
+                EnvState::Failed { stage, .. } => stage == "tests",
+                _ => false,
+            };
+            if testable {
                 env = self.test(env, &engine).await;
             }
             Ok(env)
@@ -491,9 +516,14 @@ impl TestEnvService {
         if !errors.is_empty() {
             return Err(ErrorReply::new(ErrorKind::Internal, errors.join("; ")));
         }
+        let failure = match &env.state {
+            EnvState::Failed { stage, error, .. } => Some(format!("failed while {stage}: {error}")),
+            _ => None,
+        };
         env.state = EnvState::Deleted {
             at: Utc::now(),
             reason,
+            failure,
         };
         self.log(env.id, &format!("deleted ({reason:?})"));
         self.save(env, audit).await
@@ -669,6 +699,33 @@ impl TestEnvService {
             let _ = file.write_all(line.as_bytes());
         }
     }
+}
+
+/// Refuses limits no engine would honour.
+fn check_resources(resources: Option<&orch_protocol::Resources>) -> Result<(), ErrorReply> {
+    let Some(resources) = resources else {
+        return Ok(());
+    };
+    let bad = |message: &str| {
+        Err(ErrorReply::field(
+            ErrorKind::BadRequest,
+            "resources",
+            message,
+        ))
+    };
+    if resources
+        .cpus
+        .is_some_and(|c| !c.is_finite() || c <= 0.0 || c > 1024.0)
+    {
+        return bad("`cpus` must be a positive number of CPUs (at most 1024)");
+    }
+    if resources
+        .memory_mb
+        .is_some_and(|m| !(6..=4 * 1024 * 1024).contains(&m))
+    {
+        return bad("`memory_mb` must be between 6 MiB and 4 TiB");
+    }
+    Ok(())
 }
 
 /// How one taskserv script run ended.

@@ -200,8 +200,18 @@ impl TestEnvService {
         let engine = match ContainerEngine::connect().await {
             Ok(engine) => engine,
             Err(e) => {
+                // Interrupted ones expire at once; the expiry retries until the engine
+                // answers again.
+                for env in &live {
+                    let expires = if env.state.is_busy() {
+                        Utc::now()
+                    } else {
+                        env.expires_at
+                    };
+                    self.arm_ttl(env.id, expires);
+                }
                 if !live.is_empty() {
-                    tracing::warn!(error = %e, "cannot reach the container engine: test environments are not checked");
+                    tracing::warn!(error = %e, "cannot reach the container engine: test environments will be cleaned up when it answers");
                 }
                 return;
             }
@@ -217,7 +227,8 @@ impl TestEnvService {
             match reason {
                 Some(reason) => {
                     if let Err(e) = self.delete_env(None, env.id, reason).await {
-                        tracing::warn!(env = env.id, error = %e, "cannot delete a test environment");
+                        tracing::warn!(env = env.id, error = %e, "cannot delete a test environment; retrying");
+                        self.arm_ttl(env.id, Utc::now());
                     }
                 }
                 None => self.arm_ttl(env.id, env.expires_at),

@@ -144,7 +144,7 @@ fn topology(
 fn resources(call: &EvaluatedCall) -> Result<Option<Resources>, LabeledError> {
     let cpus: Option<f64> = super::flag(call, "cpus")?;
     let memory = match super::flag::<Value>(call, "memory")? {
-        Some(v) => Some((v.as_filesize()?.get().max(0) as u64) / (1024 * 1024)),
+        Some(v) => Some((v.as_filesize()?.get().max(0) as u64).div_ceil(1024 * 1024)),
         None => None,
     };
     if cpus.is_some_and(|c| c <= 0.0) {

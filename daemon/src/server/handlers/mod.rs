@@ -1,23 +1,23 @@
 //! One handler per request kind.
 
-mod audit;
-mod cancel;
-mod clean;
-mod extensions;
-mod get;
-mod health;
-mod list;
-mod logs;
-mod retry;
-mod shutdown;
-mod submit;
-mod test_env_logs;
-mod test_envs;
-mod wait;
-mod watch;
-mod workflow_control;
-mod workflow_submit;
-mod workflows;
+pub(crate) mod audit;
+pub(crate) mod cancel;
+pub(crate) mod clean;
+pub(crate) mod extensions;
+pub(crate) mod get;
+pub(crate) mod health;
+pub(crate) mod list;
+pub(crate) mod logs;
+pub(crate) mod retry;
+pub(crate) mod shutdown;
+pub(crate) mod submit;
+pub(crate) mod test_env_logs;
+pub(crate) mod test_envs;
+pub(crate) mod wait;
+pub(crate) mod watch;
+pub(crate) mod workflow_control;
+pub(crate) mod workflow_submit;
+pub(crate) mod workflows;
 
 use orch_protocol::{ErrorKind, ErrorReply, Request, Response};
 

@@ -32,59 +32,64 @@ pub fn plan(ctx: &Context, request: &WorkflowRequest) -> Result<Response, ErrorR
     ))))
 }
 
-/// `WorkflowSubmit`.
-pub async fn handle(
+/// `WorkflowSubmit`: plans (check mode) or creates the workflow; with `wait`, answers
+/// once it has finished.
+pub async fn submit(
     ctx: &Context,
-    conn: &mut Connection,
+    actor: orch_protocol::Actor,
     request: WorkflowRequest,
-) -> std::io::Result<()> {
-    let draft = match prepare(ctx, &request) {
-        Ok(draft) => draft,
-        Err(reply) => return conn.send(&Response::Error(reply)).await,
-    };
+) -> Result<WorkflowSubmitted, ErrorReply> {
+    let draft = prepare(ctx, &request)?;
     if request.check_mode() {
-        let plan = workflows::plan(&draft, ctx.parallel_limit);
-        let answer = WorkflowSubmitted::Planned(plan);
-        return conn
-            .send(&Response::WorkflowSubmitted(Box::new(answer)))
-            .await;
+        return Ok(WorkflowSubmitted::Planned(workflows::plan(
+            &draft,
+            ctx.parallel_limit,
+        )));
     }
     // Subscribed before the workflow exists, so no event of it can be missed.
     let mut events = ctx.bus.subscribe();
-    let actor = conn.actor.clone();
-    let created = ctx
+    let mut view = ctx
         .engine
         .request(|reply| Command::SubmitWorkflow {
             actor,
             draft: Box::new(draft),
             reply,
         })
-        .await;
-    let mut view = match created {
-        Ok(view) => view,
-        Err(reply) => return conn.send(&Response::Error(reply)).await,
-    };
+        .await?;
     let id = view.workflow.id;
     while request.wait() && !view.workflow.state.status().is_final() {
         let changed = tokio::select! {
             event = events.recv() => match event {
                 Ok(event) => ends(id, &event.kind, event.task),
                 Err(RecvError::Lagged(_)) => true,
-                Err(RecvError::Closed) => return unavailable(conn).await,
+                Err(RecvError::Closed) => return Err(unavailable()),
             },
-            () = conn.closed() => return Ok(()),
-            () = ctx.shutdown.cancelled() => return unavailable(conn).await,
+            () = ctx.shutdown.cancelled() => return Err(unavailable()),
         };
         if changed {
-            view = match stored_view(ctx, id) {
-                Ok(view) => view,
-                Err(reply) => return conn.send(&Response::Error(reply)).await,
-            };
+            view = stored_view(ctx, id)?;
         }
     }
-    let answer = WorkflowSubmitted::Created(view);
-    conn.send(&Response::WorkflowSubmitted(Box::new(answer)))
-        .await
+    Ok(WorkflowSubmitted::Created(view))
+}
+
+/// `WorkflowSubmit` on the socket: stops waiting when the client hangs up (the workflow,
+/// once created, goes on).
+pub async fn handle(
+    ctx: &Context,
+    conn: &mut Connection,
+    request: WorkflowRequest,
+) -> std::io::Result<()> {
+    let actor = conn.actor.clone();
+    let result = tokio::select! {
+        result = submit(ctx, actor, request) => result,
+        () = conn.closed() => return Ok(()),
+    };
+    let response = match result {
+        Ok(answer) => Response::WorkflowSubmitted(Box::new(answer)),
+        Err(reply) => Response::Error(reply),
+    };
+    conn.send(&response).await
 }
 
 /// Whether an event may have finished workflow `id`.
@@ -92,7 +97,6 @@ fn ends(id: WorkflowId, kind: &EventKind, task: u64) -> bool {
     task == id && matches!(kind, EventKind::Workflow { status, .. } if status.is_final())
 }
 
-async fn unavailable(conn: &mut Connection) -> std::io::Result<()> {
-    let reply = ErrorReply::new(ErrorKind::Unavailable, "the daemon is shutting down");
-    conn.send(&Response::Error(reply)).await
+fn unavailable() -> ErrorReply {
+    ErrorReply::new(ErrorKind::Unavailable, "the daemon is shutting down")
 }

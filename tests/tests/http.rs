@@ -1,0 +1,629 @@
+//! The HTTP shim (`--port`) end to end with curl: the seed's example verbatim, every
+//! endpoint, the authentication matrix, errors as JSON with their status codes, the audit
+//! log of HTTP mutations, server-sent events of a workflow in order, metrics, the OpenAPI
+//! document, and a schemathesis fuzz of the API from that document with zero 5xx.
+
+use std::net::TcpListener;
+use std::process::Command;
+
+use orch_e2e::Daemon;
+use orch_e2e::containers::{Cleanup, TestEnvSweeper, engine_socket};
+use serde_json::{Value, json};
+
+/// A port nothing listens on now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A daemon serving HTTP on a free port, with its workspace (an infra `lab` with one
+/// local server) and its tokens by role.
+struct Shim {
+    daemon: Daemon,
+    port: u16,
+    tokens: serde_json::Map<String, Value>,
+}
+
+impl Shim {
+    fn start() -> Shim {
+        let port = free_port();
+        let daemon = Daemon::start(&["--port", &port.to_string()]);
+        let infra = daemon.dir().join("infra/lab");
+        std::fs::create_dir_all(&infra).unwrap();
+        std::fs::write(
+            infra.join("settings.toml"),
+            "provider = \"local\"\n[[servers]]\nhostname = \"h1\"\ntaskservs = [\"redis\"]\n",
+        )
+        .unwrap();
+        let file: Value = serde_json::from_str(
+            &std::fs::read_to_string(daemon.data_dir().join("tokens.json")).unwrap(),
+        )
+        .unwrap();
+        let tokens = file["tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| (t["role"].as_str().unwrap().to_string(), t["token"].clone()))
+            .collect();
+        Shim {
+            daemon,
+            port,
+            tokens,
+        }
+    }
+
+    fn workspace(&self) -> String {
+        self.daemon.dir().display().to_string()
+    }
+
+    /// `curl` as `role` (or without a token); (status, body).
+    fn call(
+        &self,
+        role: Option<&str>,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> (u16, String) {
+        let mut command = Command::new("curl");
+        command.args([
+            "-s",
+            "--max-time",
+            "120",
+            "-X",
+            method,
+            "-w",
+            "\n%{http_code}",
+        ]);
+        if let Some(role) = role {
+            let token = self
+                .tokens
+                .get(role)
+                .and_then(Value::as_str)
+                .unwrap_or(role);
+            command.args(["-H", &format!("Authorization: Bearer {token}")]);
+        }
+        if let Some(body) = body {
+            let file = self.daemon.dir().join("body.json");
+            std::fs::write(&file, body.to_string()).unwrap();
+            command.args(["-H", "Content-Type: application/json", "--data-binary"]);
+            command.arg(format!("@{}", file.display()));
+        }
+        let out = command
+            .arg(format!("http://127.0.0.1:{}{path}", self.port))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, status) = text.rsplit_once('\n').unwrap();
+        (status.parse().unwrap(), body.to_string())
+    }
+
+    fn json(
+        &self,
+        role: &str,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        expect: u16,
+    ) -> Value {
+        let (status, text) = self.call(Some(role), method, path, body);
+        assert_eq!(status, expect, "{method} {path}: {text}");
+        serde_json::from_str(&text).unwrap_or(Value::String(text))
+    }
+}
+
+#[test]
+fn the_seed_example_works_as_written() {
+    let Some(socket) = engine_socket() else {
+        eprintln!("skipped: no container engine");
+        return;
+    };
+    let workspace = tempfile::tempdir().unwrap();
+    let ws = workspace.path().display().to_string();
+    let daemon = Daemon::start(&["--port", "8080", "--http-auth", "none", "--workspace", &ws]);
+    let _cleanup = Cleanup {
+        socket,
+        infra: "production".into(),
+    };
+    let infra = workspace.path().join("infra/production");
+    std::fs::create_dir_all(&infra).unwrap();
+    std::fs::write(
+        infra.join("settings.yaml"),
+        "provider: local\nservers:\n  - hostname: web-01\n  - hostname: web-02\n",
+    )
+    .unwrap();
+    // Verbatim from the seed's README (infra `production` is looked up in the daemon's
+    // `--workspace`).
+    let seed = r#"curl -X POST http://localhost:8080/workflows/servers/create \
+ -H "Content-Type: application/json" \
+ -d '{
+ "infra": "production",
+ "settings": "./settings.yaml",
+ "servers": ["web-01", "web-02"],
+ "check_mode": false,
+ "wait": true
+ }'"#;
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(seed)
+        .current_dir(daemon.dir())
+        .output()
+        .unwrap();
+    let answer: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(answer["status"], "succeeded", "{answer:#}");
+    let task_id = answer["task_id"].as_u64().unwrap();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("curl http://localhost:8080/tasks/{task_id}"))
+        .output()
+        .unwrap();
+    let task: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(task["workflow"]["state"]["status"], "succeeded");
+    assert_eq!(task["tasks"].as_array().unwrap().len(), 2);
+    let nu = daemon.nu();
+    let rolled = nu.json(&format!("orch workflow rollback {task_id} | ignore; orch watch --workflow {task_id} --all | last | get details.status"));
+    assert_eq!(rolled, "rolled_back");
+}
+
+#[test]
+fn every_endpoint_answers_with_json_and_the_right_status() {
+    let shim = Shim::start();
+    let ws = shim.workspace();
+    let health = shim.json("viewer", "GET", "/health", None, 200);
+    assert_eq!(health["storage"], "redb");
+    let (status, _) = shim.call(None, "GET", "/health", None);
+    assert_eq!(status, 200, "health needs no token");
+    let openapi = shim.json("viewer", "GET", "/openapi.json", None, 200);
+    assert_eq!(openapi["openapi"], "3.1.0");
+    let kept: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/openapi.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        openapi, kept,
+        "the served document is the one kept in docs/"
+    );
+    // Workflows in check mode (plans), then a real one.
+    let plan = shim.json(
+        "operator",
+        "POST",
+        "/workflows/servers/create",
+        Some(&json!({"infra": "lab", "workspace": ws, "check_mode": true})),
+        200,
+    );
+    assert_eq!(
+        plan["plan"]["waves"],
+        json!([["create:h1"], ["install:redis@h1"]])
+    );
+    let plan = shim.json(
+        "operator",
+        "POST",
+        "/workflows/taskserv/create",
+        Some(
+            &json!({"infra": "lab", "workspace": ws, "taskserv": "kubernetes", "check_mode": true}),
+        ),
+        200,
+    );
+    assert_eq!(plan["plan"]["waves"].as_array().unwrap().len(), 3);
+    let plan = shim.json(
+        "operator",
+        "POST",
+        "/extensions/taskservs/install",
+        Some(&json!({"infra": "lab", "workspace": ws, "taskserv": "redis", "check_mode": true})),
+        200,
+    );
+    assert_eq!(plan["plan"]["waves"], json!([["install:redis@h1"]]));
+    let plan = shim.json("operator", "POST", "/workflows/cluster/create", Some(&json!({"infra": "lab", "workspace": ws, "cluster": "etcd-cluster", "check_mode": true})), 200);
+    assert_eq!(plan["plan"]["waves"].as_array().unwrap().len(), 4);
+    // A real workflow: a taskserv install that fails (h1 does not exist), then its task.
+    let created = shim.json(
+        "operator",
+        "POST",
+        "/workflows/taskserv/create",
+        Some(&json!({"infra": "lab", "workspace": ws, "taskserv": "redis", "wait": true})),
+        201,
+    );
+    assert_eq!(created["status"], "failed", "{created:#}");
+    let id = created["task_id"].as_u64().unwrap();
+    let shown = shim.json("viewer", "GET", &format!("/tasks/{id}"), None, 200);
+    assert_eq!(shown["workflow"]["id"], id);
+    let tasks = shim.json("viewer", "GET", "/tasks?status=failed&limit=5", None, 200);
+    let step = tasks[0]["id"].as_u64().unwrap();
+    assert_eq!(
+        shim.json("viewer", "GET", &format!("/tasks/{step}"), None, 200)["id"],
+        step
+    );
+    // Events of that workflow, replayed in order.
+    let (status, events) = {
+        let out = Command::new("curl")
+            .args([
+                "-s",
+                "-N",
+                "--max-time",
+                "2",
+                "-H",
+                &format!(
+                    "Authorization: Bearer {}",
+                    shim.tokens["viewer"].as_str().unwrap()
+                ),
+            ])
+            .arg(format!(
+                "http://127.0.0.1:{}/events?since=0&workflow={id}",
+                shim.port
+            ))
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    assert_eq!(
+        status,
+        Some(28),
+        "the stream stays open until the client leaves"
+    );
+    let seqs: Vec<u64> = events
+        .lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .map(|s| s.parse().unwrap())
+        .collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "in order: {seqs:?}");
+    let workflow_events: Vec<&str> = events
+        .lines()
+        .filter(|l| l.starts_with("data: ") && l.contains(r#""type":"workflow""#))
+        .collect();
+    assert!(
+        workflow_events
+            .first()
+            .unwrap()
+            .contains(r#""status":"running""#),
+        "{events}"
+    );
+    assert!(
+        workflow_events
+            .last()
+            .unwrap()
+            .contains(r#""status":"failed""#),
+        "{events}"
+    );
+    // Extensions, metrics, audit.
+    let providers = shim.json("viewer", "GET", "/extensions/providers", None, 200);
+    assert!(
+        providers["providers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "local")
+    );
+    assert!(
+        shim.json("viewer", "GET", "/extensions/taskservs", None, 200)["taskservs"]
+            .as_array()
+            .unwrap()
+            .len()
+            >= 6
+    );
+    assert!(
+        shim.json("viewer", "GET", "/extensions/clusters", None, 200)["clusters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["name"] == "etcd-cluster")
+    );
+    let (status, metrics) = shim.call(Some("viewer"), "GET", "/metrics", None);
+    assert_eq!(status, 200);
+    for name in [
+        "orchestrator_tasks{status=\"failed\"}",
+        "orchestrator_queue_depth",
+        "orchestrator_task_duration_seconds_bucket",
+        "orchestrator_task_retries_total",
+        "orchestrator_task_failures_total",
+        "orchestrator_workflows{status=\"failed\"} 1",
+        "orchestrator_store_commit_seconds_count",
+    ] {
+        assert!(metrics.contains(name), "{name} missing:\n{metrics}");
+    }
+    let audit = shim.json(
+        "admin",
+        "GET",
+        "/audit?action=workflow_submit&limit=1",
+        None,
+        200,
+    );
+    assert!(
+        audit[0]["actor"]["interface"]
+            .as_str()
+            .unwrap()
+            .starts_with("http (token operator"),
+        "{audit:#}"
+    );
+    assert_eq!(
+        shim.json("admin", "GET", "/audit/verify", None, 200)["intact"],
+        true
+    );
+    // Errors: JSON, named, with their status codes.
+    let cases: [(&str, &str, Option<Value>, u16, &str); 7] = [
+        ("GET", "/tasks/999999", None, 404, "there is no task 999999"),
+        ("GET", "/tasks/abc", None, 400, "Cannot parse"),
+        ("GET", "/nowhere", None, 404, "no route GET /nowhere"),
+        (
+            "POST",
+            "/workflows/servers/create",
+            Some(json!({"infra": "nope", "workspace": ws})),
+            422,
+            "unknown infra `nope`",
+        ),
+        (
+            "POST",
+            "/workflows/servers/create",
+            Some(json!({"infra": "lab", "surprise": 1})),
+            422,
+            "unknown field `surprise`",
+        ),
+        (
+            "POST",
+            "/test/environments/create",
+            Some(json!({"env": {"type": "single", "taskserv": "mysql"}})),
+            422,
+            "unknown taskserv `mysql`",
+        ),
+        (
+            "DELETE",
+            "/test/environments/42",
+            None,
+            404,
+            "there is no test environment 42",
+        ),
+    ];
+    for (method, path, body, expect, message) in cases {
+        let (status, text) = shim.call(Some("admin"), method, path, body.as_ref());
+        assert_eq!(status, expect, "{method} {path}: {text}");
+        let error: Value =
+            serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}"));
+        assert!(
+            error["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains(message),
+            "{text}"
+        );
+    }
+    let big = json!({"infra": "x".repeat(5 * 1024 * 1024)});
+    let (status, text) = shim.call(
+        Some("admin"),
+        "POST",
+        "/workflows/servers/create",
+        Some(&big),
+    );
+    assert_eq!(status, 413, "{}", &text[..text.len().min(200)]);
+    let (status, _) = Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "-X",
+            "POST",
+            "-H",
+            "Content-Type: application/json",
+            "-H",
+            &format!(
+                "Authorization: Bearer {}",
+                shim.tokens["admin"].as_str().unwrap()
+            ),
+            "-d",
+            "{\"infra\":",
+            &format!("http://127.0.0.1:{}/workflows/servers/create", shim.port),
+        ])
+        .output()
+        .map(|o| {
+            (
+                String::from_utf8_lossy(&o.stdout).parse::<u16>().unwrap(),
+                (),
+            )
+        })
+        .unwrap();
+    assert_eq!(status, 400, "malformed JSON");
+}
+
+#[test]
+fn test_environment_endpoints_create_run_log_and_delete() {
+    let Some(socket) = engine_socket() else {
+        eprintln!("skipped: no container engine");
+        return;
+    };
+    let shim = Shim::start();
+    let sweeper = TestEnvSweeper {
+        socket,
+        data_dir: shim.daemon.data_dir(),
+    };
+    let env = shim.json(
+        "operator",
+        "POST",
+        "/test/environments/create",
+        Some(&json!({"env": {"type": "single", "taskserv": "redis"}, "auto_start": true})),
+        201,
+    );
+    assert_eq!(env["state"]["status"], "ready", "{env:#}");
+    let id = env["id"].as_u64().unwrap();
+    assert_eq!(
+        shim.json("viewer", "GET", "/test/environments", None, 200)[0]["id"],
+        id
+    );
+    assert_eq!(
+        shim.json(
+            "viewer",
+            "GET",
+            &format!("/test/environments/{id}"),
+            None,
+            200
+        )["id"],
+        id
+    );
+    let run = shim.json(
+        "operator",
+        "POST",
+        &format!("/test/environments/{id}/run"),
+        None,
+        200,
+    );
+    assert_eq!(run["results"][0]["passed"], true, "{run:#}");
+    let (status, logs) = shim.call(
+        Some("viewer"),
+        "GET",
+        &format!("/test/environments/{id}/logs"),
+        None,
+    );
+    assert_eq!(status, 200);
+    assert!(logs.contains("test redis (exit 0"), "{logs}");
+    let deleted = shim.json(
+        "operator",
+        "DELETE",
+        &format!("/test/environments/{id}"),
+        None,
+        200,
+    );
+    assert_eq!(deleted["state"]["status"], "deleted");
+    assert_eq!(sweeper.leftovers(), (vec![], vec![]));
+}
+
+#[test]
+fn the_auth_matrix_holds_on_every_route() {
+    let shim = Shim::start();
+    let mutations = [
+        ("POST", "/workflows/servers/create"),
+        ("POST", "/workflows/taskserv/create"),
+        ("POST", "/workflows/cluster/create"),
+        ("POST", "/extensions/taskservs/install"),
+        ("POST", "/test/environments/create"),
+        ("POST", "/test/environments/1/run"),
+        ("DELETE", "/test/environments/1"),
+    ];
+    let reads = [
+        "/tasks",
+        "/tasks/1",
+        "/test/environments",
+        "/test/environments/1",
+        "/test/environments/1/logs",
+        "/extensions/providers",
+        "/extensions/taskservs",
+        "/extensions/clusters",
+        "/metrics",
+    ];
+    let admin_only = [
+        ("GET", "/audit"),
+        ("GET", "/audit/verify"),
+        ("GET", "/auth/tokens"),
+        ("POST", "/auth/tokens"),
+    ];
+    let body = json!({});
+    for (method, path) in mutations
+        .iter()
+        .copied()
+        .chain(reads.iter().map(|p| ("GET", *p)))
+        .chain(admin_only)
+    {
+        let b = (method != "GET").then_some(&body);
+        assert_eq!(
+            shim.call(None, method, path, b).0,
+            401,
+            "{method} {path} without a token"
+        );
+        assert_eq!(
+            shim.call(Some("not-a-token"), method, path, b).0,
+            401,
+            "{method} {path} with a bad token"
+        );
+    }
+    for (method, path) in mutations {
+        let (status, text) = shim.call(Some("viewer"), method, path, Some(&body));
+        assert_eq!(status, 403, "viewer {method} {path}: {text}");
+        assert!(text.contains("needs operator"), "{text}");
+        let (status, _) = shim.call(Some("operator"), method, path, Some(&body));
+        assert!(
+            ![401, 403].contains(&status),
+            "operator may {method} {path}"
+        );
+    }
+    for path in reads {
+        let (status, _) = shim.call(Some("viewer"), "GET", path, None);
+        assert!(![401, 403].contains(&status), "viewer may GET {path}");
+    }
+    for (method, path) in admin_only {
+        let b = (method != "GET").then_some(&body);
+        assert_eq!(
+            shim.call(Some("operator"), method, path, b).0,
+            403,
+            "operator {method} {path}"
+        );
+        assert_ne!(
+            shim.call(Some("admin"), method, path, b).0,
+            403,
+            "admin {method} {path}"
+        );
+    }
+    // An admin makes a viewer token; it works at once.
+    let made = shim.json(
+        "admin",
+        "POST",
+        "/auth/tokens",
+        Some(&json!({"name": "ci", "role": "viewer"})),
+        201,
+    );
+    let (status, _) = shim.call(Some(made["token"].as_str().unwrap()), "GET", "/tasks", None);
+    assert_eq!(status, 200);
+    let (status, _) = shim.call(
+        Some(made["token"].as_str().unwrap()),
+        "POST",
+        "/workflows/servers/create",
+        Some(&body),
+    );
+    assert_eq!(status, 403);
+    let mode = std::fs::metadata(shim.daemon.data_dir().join("tokens.json"))
+        .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777)
+        .unwrap();
+    assert_eq!(mode, 0o600);
+}
+
+#[test]
+fn schemathesis_finds_no_server_error() {
+    let Ok(version) = Command::new("st").arg("--version").output() else {
+        panic!("schemathesis (`st`) is not installed: scripts/test.sh installs it with pip");
+    };
+    assert!(version.status.success());
+    let shim = Shim::start();
+    let sweeper = engine_socket().map(|socket| TestEnvSweeper {
+        socket,
+        data_dir: shim.daemon.data_dir(),
+    });
+    let token = shim.tokens["admin"].as_str().unwrap().to_string();
+    let out = Command::new("st")
+        .args([
+            "run",
+            &format!("http://127.0.0.1:{}/openapi.json", shim.port),
+        ])
+        .args(["-H", &format!("Authorization: Bearer {token}")])
+        .args([
+            "--checks",
+            "not_a_server_error",
+            "--max-examples",
+            "10",
+            "--seed",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "schemathesis found problems:\n{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(report.contains("passed"), "{report}");
+    drop(sweeper);
+}

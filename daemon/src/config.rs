@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
+
+use crate::http::auth::Role;
 use orch_protocol::paths;
 
 /// The store backends this build knows.
@@ -62,6 +64,13 @@ pub struct Cli {
     /// local experiments such as the seed's curl examples).
     #[arg(long, value_enum, default_value_t = HttpAuth::Token, requires = "port")]
     pub http_auth: HttpAuth,
+
+    /// Let another local user use the socket with a role: `UID:viewer`, `UID:operator` or
+    /// `UID:admin` (repeatable). The socket is then created mode 0666 (its directory must
+    /// let them reach it); every connection is still checked by its peer uid, and users
+    /// not listed are refused. Without it the socket is owner-only.
+    #[arg(long = "allow-user", value_name = "UID:ROLE", value_parser = parse_grant)]
+    pub allow_users: Vec<(u32, Role)>,
 
     /// How many tasks may run at the same time.
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=10_000))]
@@ -145,4 +154,25 @@ impl Cli {
             .clone()
             .unwrap_or_else(paths::default_socket_path)
     }
+}
+
+/// `UID:ROLE` for `--allow-user`.
+fn parse_grant(text: &str) -> Result<(u32, Role), String> {
+    let (uid, role) = text
+        .split_once(':')
+        .ok_or_else(|| format!("`{text}` is not UID:ROLE (for example 1001:viewer)"))?;
+    let uid = uid
+        .parse()
+        .map_err(|_| format!("`{uid}` is not a numeric uid"))?;
+    let role = match role {
+        "viewer" => Role::Viewer,
+        "operator" => Role::Operator,
+        "admin" => Role::Admin,
+        other => {
+            return Err(format!(
+                "`{other}` is not a role: viewer, operator or admin"
+            ));
+        }
+    };
+    Ok((uid, role))
 }

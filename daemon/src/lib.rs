@@ -62,6 +62,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let _log_guard = logging::init(&data_dir, &cli.log, cli.quiet)?;
     let socket_path = cli.socket();
     let (listener, _socket_file) = socket::bind(&socket_path)?;
+    if !cli.allow_users.is_empty() {
+        // Others may connect; each connection is still checked by its peer uid.
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&socket_path, std::fs::Permissions::from_mode(0o666))?;
+        tracing::info!(users = ?cli.allow_users, "other users allowed on the socket");
+    }
     let store: Arc<dyn Store> = match cli.storage_type {
         StorageType::Redb => Arc::new(RedbStore::open(&data_dir.join("orchestrator.redb"))?),
     };
@@ -126,6 +132,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         modules_dir: cli.modules_dir(),
         workspace: cli.workspace()?,
         testenvs,
+        grants: cli.allow_users.iter().copied().collect(),
         started_at: chrono::Utc::now(),
         shutdown: shutdown.clone(),
     });

@@ -336,3 +336,66 @@ fn task_lists_larger_than_a_frame_arrive_in_parts() {
         "{err}"
     );
 }
+
+#[test]
+fn a_user_granted_a_role_may_do_what_the_role_allows_and_no_more() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: switching to another uid needs root");
+        return;
+    }
+    let daemon = Daemon::start(&["--allow-user", "65534:viewer"]);
+    std::fs::set_permissions(daemon.dir(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mode = std::fs::metadata(daemon.socket())
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o666, "a granted user must be able to connect");
+    let client = r#"
+import json, socket, struct, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+def call(message):
+    body = json.dumps(message).encode()
+    s.sendall(struct.pack(">I", len(body)) + body)
+    n = struct.unpack(">I", s.recv(4))[0]
+    data = b""
+    while len(data) < n:
+        data += s.recv(n - len(data))
+    return json.loads(data)
+call({"protocol": 2, "client": "viewer"})
+print(call({"request": "health"})["response"])
+print(call({"request": "submit", "tasks": [{"kind": {"type": "command", "program": "true"}}]})["message"])
+print(call({"request": "audit_verify"})["message"])
+"#;
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "/usr/bin/python3",
+            "-c",
+            client,
+        ])
+        .arg(daemon.socket())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "health",
+            "permission denied: uid 65534 has the role viewer; this request needs operator",
+            "permission denied: uid 65534 has the role viewer; this request needs admin",
+        ],
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        daemon.nu().json("orch tasks | length"),
+        0,
+        "nothing was submitted"
+    );
+}

@@ -15,11 +15,13 @@ pub struct Connection {
     framed: Framed<UnixStream, LengthDelimitedCodec>,
     /// Who is on the other end (for the audit log).
     pub actor: Actor,
+    /// What the peer may do (the owner: admin; others: their `--allow-user` role).
+    pub role: crate::http::auth::Role,
 }
 
 impl Connection {
-    /// Wraps an accepted stream from `actor`.
-    pub fn new(stream: UnixStream, actor: Actor) -> Connection {
+    /// Wraps an accepted stream from `actor`, who has `role`.
+    pub fn new(stream: UnixStream, actor: Actor, role: crate::http::auth::Role) -> Connection {
         let codec = LengthDelimitedCodec::builder()
             .length_field_length(4)
             .big_endian()
@@ -28,6 +30,7 @@ impl Connection {
         Connection {
             framed: Framed::new(stream, codec),
             actor,
+            role,
         }
     }
 

@@ -39,6 +39,8 @@ pub struct Context {
     pub workspace: PathBuf,
     /// Test environments.
     pub testenvs: Arc<crate::testenv::TestEnvService>,
+    /// Other local users allowed on the socket, with their roles (`--allow-user`).
+    pub grants: std::collections::HashMap<u32, crate::http::auth::Role>,
     /// When the daemon started.
     pub started_at: DateTime<Utc>,
     /// Cancelled to stop the daemon.
@@ -71,12 +73,21 @@ async fn serve_connection(stream: UnixStream, ctx: Arc<Context>) {
         uid: peer_uid.unwrap_or(u32::MAX),
         interface: "socket".into(),
     };
-    let mut conn = Connection::new(stream, actor);
-    if peer_uid != Some(crate::socket::owner_uid()) {
+    let role = match peer_uid {
+        Some(uid) if uid == crate::socket::owner_uid() => Some(crate::http::auth::Role::Admin),
+        Some(uid) => ctx.grants.get(&uid).copied(),
+        None => None,
+    };
+    let mut conn = Connection::new(
+        stream,
+        actor,
+        role.unwrap_or(crate::http::auth::Role::Viewer),
+    );
+    if role.is_none() {
         let reply = ErrorReply::new(
             ErrorKind::PermissionDenied,
             format!(
-                "permission denied: uid {} is not the daemon's owner (uid {})",
+                "permission denied: uid {} is not the daemon's owner (uid {}) and was not granted access (--allow-user)",
                 peer_uid.map_or("unknown".into(), |u| u.to_string()),
                 crate::socket::owner_uid()
             ),

@@ -22,6 +22,7 @@ pub(crate) mod workflows;
 use orch_protocol::{ErrorKind, ErrorReply, Request, Response};
 
 use super::{Connection, Context};
+use crate::http::auth::Role;
 use crate::store::StoreError;
 
 /// Runs the handler for `request`. An `Err` means the connection is gone.
@@ -30,6 +31,19 @@ pub async fn dispatch(
     conn: &mut Connection,
     request: Request,
 ) -> std::io::Result<()> {
+    let needed = required_role(&request);
+    if conn.role < needed {
+        let reply = ErrorReply::new(
+            ErrorKind::PermissionDenied,
+            format!(
+                "permission denied: uid {} has the role {}; this request needs {}",
+                conn.actor.uid,
+                conn.role.as_str(),
+                needed.as_str()
+            ),
+        );
+        return conn.send(&Response::Error(reply)).await;
+    }
     match request {
         Request::Health => reply(conn, health::handle(ctx)).await,
         Request::Submit { tasks } => {
@@ -91,6 +105,38 @@ pub async fn dispatch(
         }
         Request::EnvLogs { id, follow } => test_env_logs::handle(ctx, conn, id, follow).await,
         Request::Topologies => reply(conn, Ok(test_envs::topologies(ctx))).await,
+    }
+}
+
+/// The role a socket request needs (the owner has them all): reads need viewer, changes
+/// operator, the audit log and stopping the daemon admin.
+fn required_role(request: &Request) -> Role {
+    match request {
+        Request::Health
+        | Request::List { .. }
+        | Request::Get { .. }
+        | Request::Wait { .. }
+        | Request::Watch { .. }
+        | Request::Logs { .. }
+        | Request::WorkflowPlan { .. }
+        | Request::Workflows { .. }
+        | Request::Workflow { .. }
+        | Request::Extensions
+        | Request::Envs
+        | Request::Env { .. }
+        | Request::EnvLogs { .. }
+        | Request::Topologies => Role::Viewer,
+        Request::Audit { .. } | Request::AuditVerify | Request::Shutdown => Role::Admin,
+        Request::Submit { .. }
+        | Request::Cancel { .. }
+        | Request::Retry { .. }
+        | Request::Clean { .. }
+        | Request::WorkflowSubmit { .. }
+        | Request::WorkflowCancel { .. }
+        | Request::WorkflowRollback { .. }
+        | Request::EnvCreate { .. }
+        | Request::EnvRun { .. }
+        | Request::EnvDelete { .. } => Role::Operator,
     }
 }
 

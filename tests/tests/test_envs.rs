@@ -202,10 +202,26 @@ fn an_environment_is_deleted_when_its_time_to_live_ends() {
     };
     let env = json(
         &nu,
-        "provisioning test env single redis --auto-start --ttl 3sec",
+        "provisioning test env single redis --auto-start --ttl 8sec --cpus 0.5 --memory 256MiB",
     );
     assert_eq!(env["status"], "ready", "{env:#}");
     assert_eq!(sweeper.leftovers().0.len(), 1);
+    // The limits reached the engine.
+    let container = env["nodes"][0]["container"].as_str().unwrap();
+    let (_, inspect) = orch_e2e::containers::curl(
+        &sweeper.socket,
+        &[&format!(
+            "{}/containers/{container}/json",
+            orch_e2e::containers::API
+        )],
+    );
+    let inspect: Value = serde_json::from_str(&inspect).unwrap();
+    assert_eq!(
+        inspect["HostConfig"]["Memory"],
+        256 * 1024 * 1024,
+        "{inspect:#}"
+    );
+    assert_eq!(inspect["HostConfig"]["NanoCpus"], 500_000_000);
     let id = &env["id"];
     let reason = eventually(Duration::from_secs(30), "the expiry", || {
         let env = nu.json(&format!("orch test env show {id} | select status state"));

@@ -104,7 +104,7 @@ pub fn labeled(error: ClientError, head: Span, fields: &[(&str, Span)]) -> Label
                 .map_or(head, |(_, span)| *span);
             let title = match reply.kind {
                 ErrorKind::NotFound => "not found",
-                ErrorKind::Conflict => "not possible in the task's state",
+                ErrorKind::Conflict => "not possible in the current state",
                 ErrorKind::BadRequest => "invalid request",
                 ErrorKind::VersionMismatch => "version mismatch",
                 ErrorKind::PermissionDenied => "permission denied",

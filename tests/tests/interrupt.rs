@@ -27,7 +27,8 @@ fn interrupt(daemon: &Daemon, command: &str) -> String {
     stdout.read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "ready");
     // Interrupt only once the command is connected and blocked on the daemon.
-    eventually(Duration::from_secs(10), "the command to connect", || {
+    // Generous bounds: `nu` and the plugin start slowly on a loaded machine.
+    eventually(Duration::from_secs(60), "the command to connect", || {
         (connections(daemon) > before).then_some(())
     });
     std::thread::sleep(Duration::from_millis(200));
@@ -35,7 +36,7 @@ fn interrupt(daemon: &Daemon, command: &str) -> String {
     unsafe {
         libc::kill(child.id() as libc::pid_t, libc::SIGINT);
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(30);
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break status;

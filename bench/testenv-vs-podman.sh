@@ -55,10 +55,10 @@ orch_env() { # $1 = nu expression that creates the environment (ready)
   nu -n --plugin-config "$REG" -c "
 plugin use --plugin-config '$REG' orchestrator
 let t0 = (date now)
-let env = ($1)
+let created = ($1)
 let t1 = (date now)
-if \$env.status != ready { error make {msg: \$'not ready: (\$env.error)'} }
-orch test env delete \$env.id | ignore
+if \$created.status != ready { error make {msg: \$'not ready: (\$created.error)'} }
+orch test env delete \$created.id | ignore
 let t2 = (date now)
 print $'(((\$t1 - \$t0) / 1ms) | math round) (((\$t2 - \$t1) / 1ms) | math round)'
 "

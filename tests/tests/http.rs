@@ -616,6 +616,8 @@ fn schemathesis_finds_no_server_error() {
             "--seed",
             "1",
         ])
+        // Its cache goes to the test's directory, not the repository.
+        .current_dir(shim.daemon.dir())
         .output()
         .unwrap();
     let report = String::from_utf8_lossy(&out.stdout);
@@ -626,4 +628,36 @@ fn schemathesis_finds_no_server_error() {
     );
     assert!(report.contains("passed"), "{report}");
     drop(sweeper);
+}
+
+#[test]
+fn an_open_event_stream_does_not_hold_up_a_graceful_stop() {
+    let mut shim = Shim::start();
+    let mut stream = Command::new("curl")
+        .args([
+            "-s",
+            "-N",
+            "-H",
+            &format!(
+                "Authorization: Bearer {}",
+                shim.tokens["viewer"].as_str().unwrap()
+            ),
+        ])
+        .arg(format!("http://127.0.0.1:{}/events", shim.port))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let (done, exited) = std::sync::mpsc::channel();
+    let mut daemon = std::mem::replace(&mut shim.daemon, Daemon::start(&[]));
+    std::thread::spawn(move || {
+        let status = daemon.terminate();
+        let _ = done.send(status.success());
+    });
+    let clean = exited
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the daemon stopped while an event stream was open");
+    assert!(clean, "the daemon exited cleanly");
+    let _ = stream.kill();
+    let _ = stream.wait();
 }

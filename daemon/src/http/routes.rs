@@ -296,6 +296,7 @@ pub async fn events(
             && query.workflow.is_none_or(|w| Some(w) == event.workflow)
     };
     let store = ctx.store.clone();
+    let shutdown = ctx.shutdown.clone();
     let stream = async_stream_events(move |tx| async move {
         // Replay the log, then follow the bus; a lagging subscriber re-reads the log.
         loop {
@@ -314,7 +315,14 @@ pub async fn events(
                 }
             }
             loop {
-                match live.recv().await {
+                // The stream ends when the daemon stops (or the client leaves), so a
+                // graceful shutdown does not wait for open event streams.
+                let received = tokio::select! {
+                    received = live.recv() => received,
+                    () = shutdown.cancelled() => return,
+                    () = tx.closed() => return,
+                };
+                match received {
                     Ok(event) if event.seq > last => {
                         last = event.seq;
                         if wanted(&event) && tx.send(sse(&event)).await.is_err() {

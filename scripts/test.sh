@@ -11,7 +11,14 @@ cd "$(dirname "$0")/.."
 export DOCKER_HOST=unix:///run/podman/podman.sock
 ./scripts/build-base-image.sh
 # The HTTP API is fuzzed from its OpenAPI document with schemathesis (from PyPI).
-command -v st >/dev/null 2>&1 || python3 -m pip install --quiet schemathesis
+if ! command -v st >/dev/null 2>&1; then
+  # A Debian system Python refuses plain pip installs (PEP 668); a pyenv one does not.
+  python3 -m pip install --quiet schemathesis 2>/dev/null ||
+    python3 -m pip install --quiet --break-system-packages schemathesis
+  export PATH="$HOME/.local/bin:$PATH"
+  if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi
+  command -v st >/dev/null || { echo "schemathesis installed but \`st\` is not on PATH" >&2; exit 1; }
+fi
 # The end-to-end tests run the binaries from the same target directory.
 cargo build --workspace --bins
 log=$(mktemp)

@@ -18,6 +18,7 @@
 //! - [`orphans`]: stopping processes that a crashed daemon left running.
 //! - [`http`]: the REST shim (`--port`) over the same handlers, with tokens and roles.
 //! - [`metrics`]: Prometheus metrics.
+//! - [`files`]: small files written atomically beside the database.
 //! - [`shutdown`] and [`logging`]: signals and the daemon's own log.
 //!
 //! The rule everything follows: a state change is committed to the store before it is
@@ -28,6 +29,7 @@ pub mod config;
 pub mod engine;
 pub mod events;
 pub mod extensions;
+pub mod files;
 pub mod http;
 pub mod logging;
 pub mod metrics;
@@ -107,9 +109,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let (engine, engine_task) = Engine::start(snapshot, parts)
         .await
         .context("recovering interrupted tasks")?;
+    let modules_dir = cli.modules_dir();
     let testenvs = testenv::TestEnvService::new(
         testenv::TestEnvConfig {
-            modules_dir: cli.modules_dir(),
+            modules_dir: modules_dir.clone(),
             nu_binary: cli.nu_binary.clone(),
             logs_dir: logs_dir.clone(),
             data_dir: data_dir.clone(),
@@ -129,7 +132,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         socket: socket_path.clone(),
         logs_dir,
         parallel_limit: cli.parallel as usize,
-        modules_dir: cli.modules_dir(),
+        modules_dir,
         workspace: cli.workspace()?,
         testenvs,
         grants: cli.allow_users.iter().copied().collect(),

@@ -68,29 +68,7 @@ impl Cleanup {
 
     /// The infra's containers (names), and whether its network exists.
     pub fn leftovers(&self) -> (Vec<String>, bool) {
-        let filters = format!(r#"{{"label":["provisioning.infra={}"]}}"#, self.infra);
-        let (_, body) = curl(
-            &self.socket,
-            &[
-                "-G",
-                "--data-urlencode",
-                "all=true",
-                "--data-urlencode",
-                &format!("filters={filters}"),
-                &format!("{API}/containers/json"),
-            ],
-        );
-        let containers = serde_json::from_str::<serde_json::Value>(&body)
-            .ok()
-            .and_then(|v| v.as_array().cloned())
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|c| {
-                c["Names"][0]
-                    .as_str()
-                    .map(|n| n.trim_start_matches('/').to_string())
-            })
-            .collect();
+        let (containers, _) = labelled(&self.socket, "provisioning.infra", &self.infra);
         let (status, _) = curl(
             &self.socket,
             &[&format!("{API}/networks/{}", self.network())],

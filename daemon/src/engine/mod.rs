@@ -12,7 +12,7 @@ mod recovery;
 mod transitions;
 mod workflows;
 
-pub use workflows::view_tasks;
+pub use workflows::{no_such_workflow, view_tasks};
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Duration;

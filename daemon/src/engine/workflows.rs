@@ -518,7 +518,8 @@ fn step_spec(
     spec
 }
 
-fn no_such_workflow(id: WorkflowId) -> ErrorReply {
+/// The error for an unknown workflow id.
+pub fn no_such_workflow(id: WorkflowId) -> ErrorReply {
     ErrorReply::field(
         ErrorKind::NotFound,
         "id",

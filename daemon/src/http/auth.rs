@@ -6,8 +6,6 @@
 //! and runs tests, admin may do everything, including reading the audit log and making
 //! tokens.
 
-use std::io::Write as _;
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 
@@ -158,18 +156,9 @@ fn new_secret() -> String {
 
 /// Writes the token file atomically, mode 0600 from its creation.
 fn write(path: &Path, tokens: &[Token]) -> std::io::Result<()> {
-    let tmp = path.with_extension("json.tmp");
     let body = serde_json::to_vec_pretty(&TokenFile {
         tokens: tokens.to_vec(),
     })
     .expect("tokens serialize");
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    file.write_all(&body)?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, path)
+    crate::files::write_atomically(path, &body, 0o600)
 }

@@ -145,8 +145,7 @@ async fn authenticate(State(shim): State<Shim>, mut request: Request, next: Next
     }
     request.extensions_mut().insert(Caller {
         actor: Actor {
-            // SAFETY: getuid(2) cannot fail and has no preconditions.
-            uid: unsafe { libc::getuid() },
+            uid: crate::socket::owner_uid(),
             interface: format!("http (token {}, {})", token.name, token.role.as_str()),
         },
     });

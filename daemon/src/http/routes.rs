@@ -216,28 +216,26 @@ pub async fn env_logs(State(ctx): Ctx, id: Result<Path<u64>, PathRejection>) -> 
         .into_response())
 }
 
+/// One part of the extensions registry (`providers`, `taskservs` or `clusters`), with
+/// the manifests that could not be read.
+fn extensions(ctx: &Context, part: &str) -> Answer {
+    let report = serde_json::to_value(h::extensions::report(ctx)).unwrap_or_default();
+    Ok(Json(json!({part: report[part], "problems": report["problems"]})).into_response())
+}
+
 /// `GET /extensions/providers`
 pub async fn providers(State(ctx): Ctx) -> Answer {
-    let Response::Extensions(report) = h::extensions::handle(&ctx) else {
-        unreachable!()
-    };
-    Ok(Json(json!({"providers": report.providers, "problems": report.problems})).into_response())
+    extensions(&ctx, "providers")
 }
 
 /// `GET /extensions/taskservs`
 pub async fn taskservs(State(ctx): Ctx) -> Answer {
-    let Response::Extensions(report) = h::extensions::handle(&ctx) else {
-        unreachable!()
-    };
-    Ok(Json(json!({"taskservs": report.taskservs, "problems": report.problems})).into_response())
+    extensions(&ctx, "taskservs")
 }
 
 /// `GET /extensions/clusters`
 pub async fn clusters(State(ctx): Ctx) -> Answer {
-    let Response::Extensions(report) = h::extensions::handle(&ctx) else {
-        unreachable!()
-    };
-    Ok(Json(json!({"clusters": report.clusters, "problems": report.problems})).into_response())
+    extensions(&ctx, "clusters")
 }
 
 /// Filters of `GET /audit`.

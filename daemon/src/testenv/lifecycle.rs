@@ -263,10 +263,12 @@ impl TestEnvService {
             }
         }
         env = self.stage(env, "installing").await;
+        // Read once for the whole start: every node's installs and probes use it.
+        let registry = Registry::load(&self.config.modules_dir);
         let installs = env
             .nodes
             .iter()
-            .map(|node| self.run_scripts(&env, engine, node, "install"));
+            .map(|node| self.run_scripts(&registry, &env, engine, node, "install"));
         for (node, outcome) in env
             .nodes
             .clone()
@@ -287,7 +289,10 @@ impl TestEnvService {
             }
         }
         env = self.stage(env, "probing").await;
-        let probes = env.nodes.iter().map(|node| self.probe_node(engine, node));
+        let probes = env
+            .nodes
+            .iter()
+            .map(|node| self.probe_node(&registry, engine, node));
         env.probes = futures_util::future::join_all(probes).await.concat();
         for check in &topology_of(&env.request.env).checks {
             let container = &env
@@ -340,10 +345,12 @@ impl TestEnvService {
         env.state = EnvState::Testing { since: Utc::now() };
         env = self.save(env.clone(), None).await.unwrap_or(env);
         let snapshot = &env;
+        let registry = &Registry::load(&self.config.modules_dir);
         let runs = snapshot.nodes.iter().map(|node| async move {
             (
                 node.name.clone(),
-                self.run_scripts(snapshot, engine, node, "test").await,
+                self.run_scripts(registry, snapshot, engine, node, "test")
+                    .await,
             )
         });
         let mut results = Vec::new();
@@ -470,7 +477,7 @@ impl TestEnvService {
                 .await
                 .map_err(|e| ErrorReply::new(ErrorKind::Unavailable, e))?;
             let actor = actor.unwrap_or(Actor {
-                uid: daemon_uid(),
+                uid: crate::socket::owner_uid(),
                 interface: "daemon".into(),
             });
             let record = AuditRecord::new(
@@ -575,17 +582,17 @@ impl TestEnvService {
     /// order; an install stops at the first failure.
     async fn run_scripts(
         &self,
+        registry: &Registry,
         env: &TestEnv,
         engine: &ContainerEngine,
         node: &EnvNode,
         purpose: &str,
     ) -> Vec<ScriptOutcome> {
-        let registry = Registry::load(&self.config.modules_dir);
         let provider = match registry.provider("local") {
             Ok(p) => p.dir.join(&p.module),
             Err(e) => return vec![ScriptOutcome::refused("local provider", e)],
         };
-        let Ok(order) = install_order(&node.taskservs, &registry) else {
+        let Ok(order) = install_order(&node.taskservs, registry) else {
             return vec![ScriptOutcome::refused(
                 &node.taskservs.join(","),
                 "its taskservs changed since it was created".into(),
@@ -660,8 +667,12 @@ impl TestEnvService {
     }
 
     /// Every probe of a node's taskservs.
-    async fn probe_node(&self, engine: &ContainerEngine, node: &EnvNode) -> Vec<ProbeResult> {
-        let registry = Registry::load(&self.config.modules_dir);
+    async fn probe_node(
+        &self,
+        registry: &Registry,
+        engine: &ContainerEngine,
+        node: &EnvNode,
+    ) -> Vec<ProbeResult> {
         let mut results = Vec::new();
         for name in &node.taskservs {
             let Some(spec) = registry.taskserv(name).ok().and_then(|t| t.probe.clone()) else {
@@ -844,10 +855,4 @@ fn last_line(output: &str) -> String {
         .unwrap_or("")
         .trim()
         .to_string()
-}
-
-/// The daemon's own uid, for changes it makes by itself (expiry, recovery).
-fn daemon_uid() -> u32 {
-    // SAFETY: getuid(2) cannot fail and has no preconditions.
-    unsafe { libc::getuid() }
 }

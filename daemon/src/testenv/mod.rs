@@ -304,10 +304,7 @@ fn instance_id(data_dir: &Path) -> std::io::Result<String> {
         }
     }
     let id = format!("{:016x}", fastrand::u64(..));
-    let tmp = data_dir.join("instance-id.tmp");
-    std::fs::write(&tmp, &id)?;
-    std::fs::File::open(&tmp)?.sync_all()?;
-    std::fs::rename(&tmp, &path)?;
+    crate::files::write_atomically(&path, id.as_bytes(), 0o644)?;
     Ok(id)
 }
 

@@ -4,7 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use nu_protocol::{LabeledError, Spanned, Value};
-use orch_protocol::BatchWorkflow;
+use orch_protocol::{BatchRequest, BatchWorkflow, WorkflowRequest};
+
+use super::workflow_args::InfraArgs;
 
 use crate::convert::value_to_json;
 
@@ -14,6 +16,21 @@ pub struct Loaded {
     pub workflow: BatchWorkflow,
     /// The file's directory (or the current directory for piped records).
     pub base_dir: PathBuf,
+}
+
+impl Loaded {
+    /// The batch workflow request for this definition, on the infra of the flags.
+    pub fn request(self, infra: InfraArgs, check_mode: bool, wait: bool) -> WorkflowRequest {
+        WorkflowRequest::Batch(BatchRequest {
+            workflow: self.workflow,
+            infra: infra.infra,
+            settings: infra.settings,
+            workspace: Some(infra.workspace),
+            base_dir: Some(self.base_dir),
+            check_mode,
+            wait,
+        })
+    }
 }
 
 /// Reads `file` (relative to `cwd`).

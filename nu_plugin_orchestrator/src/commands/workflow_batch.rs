@@ -4,7 +4,6 @@ use std::path::PathBuf;
 
 use nu_plugin::{EngineInterface, EvaluatedCall, SimplePluginCommand};
 use nu_protocol::{Category, Example, LabeledError, Signature, Spanned, SyntaxShape, Type, Value};
-use orch_protocol::{BatchRequest, WorkflowRequest};
 
 use super::batch_file;
 use super::workflow_args::{self, InfraArgs};
@@ -82,15 +81,7 @@ impl SimplePluginCommand for SubmitBatch {
                     .with_label("give a workflow file, or pipe in a record", call.head));
             }
         };
-        let request = WorkflowRequest::Batch(BatchRequest {
-            workflow: loaded.workflow,
-            infra: infra.infra,
-            settings: infra.settings,
-            workspace: Some(infra.workspace),
-            base_dir: Some(loaded.base_dir),
-            check_mode: call.has_flag("check")?,
-            wait: call.has_flag("wait")?,
-        });
+        let request = loaded.request(infra, call.has_flag("check")?, call.has_flag("wait")?);
         workflow_args::submit(plugin, engine, call, request).map_err(|e| {
             if file.is_some() {
                 e.with_help(format!(

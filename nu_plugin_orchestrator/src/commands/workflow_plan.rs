@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use nu_plugin::{EngineInterface, EvaluatedCall, SimplePluginCommand};
 use nu_protocol::{Category, Example, LabeledError, Signature, Spanned, SyntaxShape, Type, Value};
-use orch_protocol::{BatchRequest, Request, Response, WorkflowRequest};
+use orch_protocol::{Request, Response, WorkflowRequest};
 
 use super::batch_file;
 use super::workflow_args::{self, InfraArgs};
@@ -72,18 +72,7 @@ impl SimplePluginCommand for WorkflowPlan {
         let cwd = PathBuf::from(engine.get_current_dir()?);
         let file: Option<Spanned<String>> = call.opt(0)?;
         let request = match (&file, input) {
-            (Some(file), _) => {
-                let loaded = batch_file::from_file(file, &cwd)?;
-                WorkflowRequest::Batch(BatchRequest {
-                    workflow: loaded.workflow,
-                    infra: infra.infra,
-                    settings: infra.settings,
-                    workspace: Some(infra.workspace),
-                    base_dir: Some(loaded.base_dir),
-                    check_mode: true,
-                    wait: false,
-                })
-            }
+            (Some(file), _) => batch_file::from_file(file, &cwd)?.request(infra, true, false),
             (None, Value::Record { .. }) => request_from_record(input, &infra)?,
             (None, _) => {
                 return Err(LabeledError::new("nothing to plan").with_label(

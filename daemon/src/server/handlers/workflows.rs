@@ -1,9 +1,9 @@
 //! `Workflows` and `Workflow`: read workflows, with their tasks' status, from the store.
 
-use orch_protocol::{ErrorKind, ErrorReply, Response, Workflow, WorkflowId, WorkflowView};
+use orch_protocol::{ErrorReply, Response, Workflow, WorkflowId, WorkflowView};
 
 use super::store_error;
-use crate::engine::view_tasks;
+use crate::engine::{no_such_workflow, view_tasks};
 use crate::server::Context;
 
 /// How many workflows `Workflows` returns when no limit is given.
@@ -39,13 +39,4 @@ fn with_tasks(ctx: &Context, workflow: Workflow) -> WorkflowView {
         ctx.store.get(t).ok().flatten().map(|t| t.state.status())
     });
     WorkflowView { workflow, tasks }
-}
-
-/// The error for an unknown workflow id.
-fn no_such_workflow(id: WorkflowId) -> ErrorReply {
-    ErrorReply::field(
-        ErrorKind::NotFound,
-        "id",
-        format!("there is no workflow {id}"),
-    )
 }

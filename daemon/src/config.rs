@@ -114,7 +114,58 @@ pub struct Cli {
     pub log: String,
 }
 
+/// A setting that cannot work, found before anything starts.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// Unauthenticated HTTP on an address other machines can reach.
+    #[error(
+        "--http-auth none is only allowed on a loopback address, not {0}: use --http-auth token (the default) or --bind 127.0.0.1"
+    )]
+    OpenHttpNotLoopback(std::net::IpAddr),
+    /// A directory flag names something that is not an existing directory.
+    #[error("{flag} {}: not an existing directory", .path.display())]
+    NotADirectory {
+        /// The flag, such as `--workspace`.
+        flag: &'static str,
+        /// What it named.
+        path: PathBuf,
+    },
+    /// The current directory (the default workspace) cannot be read.
+    #[error("cannot read the current directory (the default --workspace): {0}")]
+    CurrentDir(std::io::Error),
+    /// The `--log` filter does not parse.
+    #[error("--log {filter:?} is not a valid log filter: {error}")]
+    LogFilter {
+        /// The filter as given.
+        filter: String,
+        /// Why it does not parse.
+        error: String,
+    },
+}
+
 impl Cli {
+    /// Checks every setting that can be checked without side effects, so that a start
+    /// that cannot work is refused before the socket, the store or the engine exist.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.port.is_some() && self.http_auth == HttpAuth::None && !self.bind.is_loopback() {
+            return Err(ConfigError::OpenHttpNotLoopback(self.bind));
+        }
+        if let Some(dir) = &self.modules {
+            existing_dir("--modules", dir)?;
+        }
+        match &self.workspace {
+            Some(dir) => existing_dir("--workspace", dir)?,
+            None => {
+                std::env::current_dir().map_err(ConfigError::CurrentDir)?;
+            }
+        }
+        crate::logging::filter(&self.log).map_err(|error| ConfigError::LogFilter {
+            filter: self.log.clone(),
+            error,
+        })?;
+        Ok(())
+    }
+
     /// The data directory, with the default applied.
     pub fn data_dir(&self) -> PathBuf {
         self.data_dir
@@ -153,6 +204,17 @@ impl Cli {
         self.socket
             .clone()
             .unwrap_or_else(paths::default_socket_path)
+    }
+}
+
+fn existing_dir(flag: &'static str, path: &std::path::Path) -> Result<(), ConfigError> {
+    if path.is_dir() {
+        Ok(())
+    } else {
+        Err(ConfigError::NotADirectory {
+            flag,
+            path: path.to_path_buf(),
+        })
     }
 }
 

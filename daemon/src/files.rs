@@ -1,8 +1,70 @@
-//! Small files the daemon keeps beside its database (the HTTP tokens, the instance id).
+//! The daemon's own files: private modes (directories 0700, files 0600), and small files
+//! written atomically beside the database (the HTTP tokens, the instance id).
+//!
+//! The daemon runs with umask 0077 ([`set_private_umask`]), so whatever it (or a library it
+//! uses) creates is owner-only from the start; the processes it starts for tasks get back
+//! the umask it was started with ([`restore_umask`]), as their files are the user's.
 
 use std::io::Write as _;
-use std::os::unix::fs::OpenOptionsExt as _;
-use std::path::Path;
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The umask the daemon was started with (before [`set_private_umask`]).
+static INHERITED_UMASK: OnceLock<libc::mode_t> = OnceLock::new();
+
+/// Makes everything the daemon creates from now on owner-only (umask 0077), keeping the
+/// umask it was started with for the processes it runs. Call it first, before any thread
+/// creates a file.
+pub fn set_private_umask() {
+    // SAFETY: umask(2) only swaps the process's file-mode mask.
+    let inherited = unsafe { libc::umask(0o077) };
+    let _ = INHERITED_UMASK.set(inherited);
+}
+
+/// Gives a child process the umask the daemon was started with, not the daemon's 0077.
+pub fn restore_umask(command: &mut tokio::process::Command) {
+    let Some(&mask) = INHERITED_UMASK.get() else {
+        return;
+    };
+    // SAFETY: the closure runs in the forked child before exec and only calls umask(2),
+    // which is async-signal-safe and cannot fail.
+    unsafe {
+        command.pre_exec(move || {
+            libc::umask(mask);
+            Ok(())
+        });
+    }
+}
+
+/// Creates `dir` (and its parents) with mode 0700 when missing.
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+/// Takes group and other permissions away from each path that has any (directories end up
+/// 0700, files 0600); returns the paths it changed. Missing paths are skipped.
+pub fn make_private(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
+    let mut changed = Vec::new();
+    for path in paths {
+        let meta = match std::fs::symlink_metadata(path) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        let mode = meta.permissions().mode();
+        if meta.file_type().is_symlink() || mode & 0o077 == 0 {
+            continue;
+        }
+        let private = if meta.is_dir() { 0o700 } else { 0o600 };
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(private))?;
+        changed.push(path.clone());
+    }
+    Ok(changed)
+}
 
 /// Replaces `path` with `bytes` atomically and durably: written to a temporary file in
 /// the same directory (created with `mode`, so it is never readable more widely), synced,

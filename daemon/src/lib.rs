@@ -42,7 +42,6 @@ pub mod store;
 pub mod testenv;
 pub mod workflows;
 
-use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -54,24 +53,46 @@ use engine::{Engine, EngineParts};
 use runner::{Runner, RunnerConfig};
 use store::{GroupCommitter, RedbStore, Store};
 
+/// The database file's name in the data directory.
+pub const STORE_FILE: &str = "orchestrator.redb";
+
 /// Runs the daemon until it is told to stop.
+///
+/// Start-up checks everything that can be wrong before anything starts: the settings, the
+/// socket path, the store, the HTTP address and its tokens. A refused start leaves the
+/// data directory as it was (no log line, no new file) and runs no task.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    cli.validate()?;
+    files::set_private_umask();
+    let socket_path = cli.socket();
+    let bound = socket::bind(&socket_path)?;
+    let (listener, _socket_file) = (bound.listener, bound.file);
     let data_dir = cli.data_dir();
-    create_private_dir(&data_dir)?;
+    files::create_private_dir(&data_dir)
+        .with_context(|| format!("cannot create {}", data_dir.display()))?;
     let data_dir = data_dir.canonicalize()?;
     let logs_dir = data_dir.join("logs");
-    create_private_dir(&logs_dir)?;
+    let store: Arc<dyn Store> = match cli.storage_type {
+        StorageType::Redb => Arc::new(open_redb(&data_dir, &logs_dir)?),
+    };
+    files::create_private_dir(&logs_dir)
+        .with_context(|| format!("cannot create {}", logs_dir.display()))?;
     let _log_guard = logging::init(&data_dir, &cli.log, cli.quiet)?;
-    let socket_path = cli.socket();
-    let (listener, _socket_file) = socket::bind(&socket_path)?;
+    if bound.replaced_stale {
+        tracing::info!(socket = %socket_path.display(), "replaced a stale socket");
+    }
+    make_data_private(&data_dir, &logs_dir)?;
     if !cli.allow_users.is_empty() {
         // Others may connect; each connection is still checked by its peer uid.
         use std::os::unix::fs::PermissionsExt as _;
         std::fs::set_permissions(&socket_path, std::fs::Permissions::from_mode(0o666))?;
         tracing::info!(users = ?cli.allow_users, "other users allowed on the socket");
     }
-    let store: Arc<dyn Store> = match cli.storage_type {
-        StorageType::Redb => Arc::new(RedbStore::open(&data_dir.join("orchestrator.redb"))?),
+    // HTTP is bound (and its tokens read) before the engine starts: a start that cannot
+    // serve what was asked is refused before any task runs.
+    let http_parts = match cli.port {
+        Some(port) => Some(bind_http(&cli, port, &data_dir).await?),
+        None => None,
     };
     let snapshot = store.load()?;
     tracing::info!(
@@ -139,28 +160,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         started_at: chrono::Utc::now(),
         shutdown: shutdown.clone(),
     });
-    let http = match cli.port {
-        Some(port) => {
-            let tokens = Arc::new(
-                http::auth::Tokens::load_or_create(&data_dir.join("tokens.json"))
-                    .context("reading the HTTP tokens")?,
-            );
-            let metrics = metrics::Metrics::start(&ctx.bus, ctx.store.clone(), commit_latency);
-            let address = std::net::SocketAddr::new(cli.bind, port);
-            let open = cli.http_auth == config::HttpAuth::None;
-            if open && !cli.bind.is_loopback() {
-                anyhow::bail!(
-                    "--http-auth none is only allowed on a loopback address, not {}",
-                    cli.bind
-                );
-            }
-            let listener = http::bind(address).await?;
-            tracing::info!(%address, tokens = %data_dir.join("tokens.json").display(), "serving HTTP");
-            let app = http::router(ctx.clone(), tokens, metrics, open);
-            Some(tokio::spawn(http::serve(listener, app, ctx.clone())))
-        }
-        None => None,
-    };
+    let http = http_parts.map(|(listener, tokens)| {
+        let metrics = metrics::Metrics::start(&ctx.bus, ctx.store.clone(), commit_latency);
+        let open = cli.http_auth == config::HttpAuth::None;
+        let app = http::router(ctx.clone(), tokens, metrics, open);
+        tokio::spawn(http::serve(listener, app, ctx.clone()))
+    });
     tracing::info!(socket = %socket_path.display(), data_dir = %data_dir.display(), pid = std::process::id(), "listening");
     server::serve(listener, ctx.clone()).await;
     if let Some(http) = http {
@@ -187,10 +192,57 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .with_context(|| format!("cannot create {}", dir.display()))
+/// Opens the redb store in `data_dir`. A missing file makes a new store only when the
+/// data directory holds nothing of an earlier one (task logs): a lost or renamed database
+/// is never silently replaced by an empty one whose ids restart at 1.
+fn open_redb(data_dir: &Path, logs_dir: &Path) -> anyhow::Result<RedbStore> {
+    let path = data_dir.join(STORE_FILE);
+    if !path.exists() && has_entries(logs_dir)? {
+        anyhow::bail!(
+            "{} is missing but {} holds task logs of an earlier store; refusing to start a new store over them. Restore {} from a backup, or move the whole data directory aside to start afresh",
+            path.display(),
+            logs_dir.display(),
+            STORE_FILE
+        );
+    }
+    Ok(RedbStore::open(&path)?)
+}
+
+/// True when `dir` exists and is not empty.
+fn has_entries(dir: &Path) -> anyhow::Result<bool> {
+    match std::fs::read_dir(dir) {
+        Ok(mut entries) => Ok(entries.next().is_some()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(anyhow::anyhow!("cannot read {}: {e}", dir.display())),
+    }
+}
+
+/// Tightens what an earlier version (or a wider umask) left readable by others: the data
+/// and logs directories become 0700, the daemon's own files 0600, each with a warning.
+fn make_data_private(data_dir: &Path, logs_dir: &Path) -> anyhow::Result<()> {
+    let mut paths = vec![data_dir.to_path_buf(), logs_dir.to_path_buf()];
+    for name in [STORE_FILE, logging::LOG_FILE, "tokens.json", "instance-id"] {
+        paths.push(data_dir.join(name));
+    }
+    let changed = files::make_private(&paths)
+        .with_context(|| format!("cannot make {} private", data_dir.display()))?;
+    for path in changed {
+        tracing::warn!(path = %path.display(), "was readable by other users; made owner-only");
+    }
+    Ok(())
+}
+
+/// Binds the HTTP address and reads (or creates) its tokens.
+async fn bind_http(
+    cli: &Cli,
+    port: u16,
+    data_dir: &Path,
+) -> anyhow::Result<(tokio::net::TcpListener, Arc<http::auth::Tokens>)> {
+    let address = std::net::SocketAddr::new(cli.bind, port);
+    let listener = http::bind(address).await?;
+    let tokens_path = data_dir.join("tokens.json");
+    let tokens = http::auth::Tokens::load_or_create(&tokens_path)
+        .with_context(|| format!("reading the HTTP tokens in {}", tokens_path.display()))?;
+    tracing::info!(%address, tokens = %tokens_path.display(), "serving HTTP");
+    Ok((listener, Arc::new(tokens)))
 }

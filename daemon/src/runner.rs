@@ -185,6 +185,7 @@ impl Runner {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(false);
+        crate::files::restore_umask(&mut process);
         process.spawn().map_err(|e| match &spec.kind {
             TaskKind::Command { program, .. } => format!("{program}: {e}"),
             _ => format!("{}: {e}", self.config.nu_binary.display()),

@@ -15,6 +15,13 @@ pub enum SocketError {
         .0.display()
     )]
     InUse(PathBuf),
+    /// Something other than a socket is at the path; it is never removed.
+    #[error(
+        "{path} exists and is {kind}, not a socket; it is left as it is: remove it yourself or choose another --socket",
+        path = .0.display(),
+        kind = .1
+    )]
+    NotASocket(PathBuf, &'static str),
     /// Something else failed.
     #[error("cannot listen on {path}: {source}", path = .0.display(), source = .1)]
     Io(PathBuf, io::Error),
@@ -30,20 +37,23 @@ impl Drop for SocketFile {
     }
 }
 
+/// A bound socket: the listener, the guard that removes the file, and whether a stale
+/// socket left by a dead daemon was replaced.
+pub struct Bound {
+    /// Accepts the connections.
+    pub listener: UnixListener,
+    /// Removes the socket file when dropped.
+    pub file: SocketFile,
+    /// True when a dead daemon's socket file was removed first.
+    pub replaced_stale: bool,
+}
+
 /// Binds `path` with mode 0600. A socket file left by a dead daemon (nothing accepts on
-/// it) is removed first; a live one is an error.
-pub fn bind(path: &Path) -> Result<(UnixListener, SocketFile), SocketError> {
+/// it) is removed first; a live one is an error, and so is anything at `path` that is not
+/// a socket (a file, a directory, a symlink), which is never touched.
+pub fn bind(path: &Path) -> Result<Bound, SocketError> {
     let io_err = |e| SocketError::Io(path.to_path_buf(), e);
-    if path.exists() {
-        match std::os::unix::net::UnixStream::connect(path) {
-            Ok(_) => return Err(SocketError::InUse(path.to_path_buf())),
-            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
-                tracing::info!(socket = %path.display(), "removing a stale socket");
-                std::fs::remove_file(path).map_err(io_err)?;
-            }
-            Err(e) => return Err(io_err(e)),
-        }
-    }
+    let replaced_stale = remove_stale(path)?;
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(io_err)?;
     }
@@ -59,7 +69,43 @@ pub fn bind(path: &Path) -> Result<(UnixListener, SocketFile), SocketError> {
     })?;
     let file = SocketFile(path.to_path_buf());
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io_err)?;
-    Ok((listener, file))
+    Ok(Bound {
+        listener,
+        file,
+        replaced_stale,
+    })
+}
+
+/// Removes a dead daemon's socket at `path`; true when there was one. Refuses a live
+/// socket and anything that is not a socket.
+fn remove_stale(path: &Path) -> Result<bool, SocketError> {
+    use std::os::unix::fs::FileTypeExt as _;
+    let io_err = |e| SocketError::Io(path.to_path_buf(), e);
+    let kind = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta.file_type(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(io_err(e)),
+    };
+    if !kind.is_socket() {
+        let what = if kind.is_symlink() {
+            "a symbolic link"
+        } else if kind.is_dir() {
+            "a directory"
+        } else if kind.is_file() {
+            "a regular file"
+        } else {
+            "a special file"
+        };
+        return Err(SocketError::NotASocket(path.to_path_buf(), what));
+    }
+    match std::os::unix::net::UnixStream::connect(path) {
+        Ok(_) => Err(SocketError::InUse(path.to_path_buf())),
+        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+            std::fs::remove_file(path).map_err(io_err)?;
+            Ok(true)
+        }
+        Err(e) => Err(io_err(e)),
+    }
 }
 
 /// The effective uid of this process: the only peer allowed to connect.

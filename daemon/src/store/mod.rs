@@ -29,6 +29,17 @@ pub enum StoreError {
         /// The database file.
         path: String,
     },
+    /// The database file exists but cannot be used (empty, not a database, corrupt). It was
+    /// left as it is.
+    #[error(
+        "the store {path} cannot be used: {problem}. Nothing was changed. To recover, restore {path} from a backup, or move the whole data directory aside to start afresh with an empty store"
+    )]
+    Unusable {
+        /// The database file.
+        path: String,
+        /// What is wrong with it.
+        problem: String,
+    },
     /// The backend failed.
     #[error("store error: {0}")]
     Backend(String),

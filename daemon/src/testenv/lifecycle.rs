@@ -652,6 +652,7 @@ impl TestEnvService {
             .env("PROVISIONING_MODULES", &self.config.modules_dir)
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true);
+        crate::files::restore_umask(&mut command);
         match tokio::time::timeout(SCRIPT_TIMEOUT, command.output()).await {
             Err(_) => (-1, format!("timed out after {}s", SCRIPT_TIMEOUT.as_secs())),
             Ok(Err(e)) => (

@@ -304,7 +304,7 @@ fn instance_id(data_dir: &Path) -> std::io::Result<String> {
         }
     }
     let id = format!("{:016x}", fastrand::u64(..));
-    crate::files::write_atomically(&path, id.as_bytes(), 0o644)?;
+    crate::files::write_atomically(&path, id.as_bytes(), 0o600)?;
     Ok(id)
 }
 

@@ -1,6 +1,6 @@
 //! `orch daemon start`: start the daemon in the background and wait until it answers.
 
-use std::fs::File;
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -96,10 +96,15 @@ impl SimplePluginCommand for DaemonStart {
             Some(dir) => cwd.join(dir),
             None => paths::default_data_dir(),
         };
-        std::fs::create_dir_all(&data_dir).map_err(|e| {
-            LabeledError::new("cannot create the data directory")
-                .with_label(format!("{}: {e}", data_dir.display()), head)
-        })?;
+        // Owner-only: the store holds every task's parameters.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&data_dir)
+            .map_err(|e| {
+                LabeledError::new("cannot create the data directory")
+                    .with_label(format!("{}: {e}", data_dir.display()), head)
+            })?;
         let binary = match optional_flag::<String>(call, "binary")? {
             Some(path) => cwd.join(path),
             None => default_binary(),
@@ -171,10 +176,16 @@ fn spawn_detached(
     binary: &Path,
     head: Span,
 ) -> Result<Child, LabeledError> {
-    let stderr = File::create(stderr_path).map_err(|e| {
-        LabeledError::new("cannot start the daemon")
-            .with_label(format!("{}: {e}", stderr_path.display()), head)
-    })?;
+    let stderr = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(stderr_path)
+        .map_err(|e| {
+            LabeledError::new("cannot start the daemon")
+                .with_label(format!("{}: {e}", stderr_path.display()), head)
+        })?;
     command
         .env_clear()
         .envs(shell_env(engine)?)

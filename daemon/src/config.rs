@@ -104,6 +104,38 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = humantime::parse_duration)]
     pub test_env_ttl: std::time::Duration,
 
+    /// How long a new socket connection may take to send its whole handshake.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub handshake_timeout: std::time::Duration,
+
+    /// How long a request may take to arrive once it has started: the rest of a socket
+    /// frame after its first byte; HTTP request headers (from the connection's opening or
+    /// the previous answer, so idle HTTP keep-alive connections close after it too) and an
+    /// HTTP request body.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub read_timeout: std::time::Duration,
+
+    /// How long a socket connection may stay silent between requests before it is closed.
+    /// A connection waiting for an answer or following a stream (watch, logs --follow) is
+    /// not idle, however long that takes.
+    #[arg(long, value_name = "DURATION", default_value = "10min", value_parser = humantime::parse_duration)]
+    pub idle_timeout: std::time::Duration,
+
+    /// How many socket connections may be open at once; past it a new client gets an
+    /// `unavailable` error naming this limit.
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_socket_connections: u32,
+
+    /// How many HTTP connections may be open at once; past it a new client gets a 503.
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_http_connections: u32,
+
+    /// How many bytes of requests (socket frames and HTTP bodies being received) all
+    /// connections together may hold in memory (at least 16 MiB, the largest frame). A
+    /// request that does not fit waits for room until --read-timeout, then is refused.
+    #[arg(long, value_name = "BYTES", default_value_t = 64 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(16 * 1024 * 1024..=1 << 40))]
+    pub max_buffered_bytes: u64,
+
     /// Log only to orchestrator.log in the data directory, not to stderr (start-up errors
     /// still go to stderr). `orch daemon start` uses this.
     #[arg(long, short)]

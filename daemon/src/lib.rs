@@ -157,6 +157,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         workspace: cli.workspace()?,
         testenvs,
         grants: cli.allow_users.iter().copied().collect(),
+        limits: Arc::new(server::limits::Limits::from_cli(&cli)),
         started_at: chrono::Utc::now(),
         shutdown: shutdown.clone(),
     });

@@ -77,7 +77,11 @@ impl From<axum::extract::rejection::QueryRejection> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = serde_json::json!({ "error": self.reply });
-        (self.status, Json(body)).into_response()
+        (self.status, Json(body(&self.reply))).into_response()
     }
+}
+
+/// The JSON body of an error answer: `{"error": {"kind", "message", "field"}}`.
+pub fn body(reply: &ErrorReply) -> serde_json::Value {
+    serde_json::json!({ "error": reply })
 }

@@ -17,10 +17,13 @@ use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use orch_protocol::{Actor, ErrorKind};
+use http_body_util::BodyExt;
+use orch_protocol::{Actor, ErrorKind, ErrorReply};
+use tokio::sync::Semaphore;
 
 use crate::metrics::Metrics;
 use crate::server::Context;
+use crate::server::limits::Limits;
 use auth::{Role, Tokens};
 use error::ApiError;
 use routes::Caller;
@@ -74,6 +77,10 @@ pub fn router(ctx: Arc<Context>, tokens: Arc<Tokens>, metrics: Arc<Metrics>, ope
         )
         .route("/metrics", get(serve_metrics))
         .layer(axum::Extension(tokens))
+        .layer(middleware::from_fn_with_state(
+            ctx.limits.clone(),
+            buffer_body,
+        ))
         .layer(middleware::from_fn_with_state(shim.clone(), authenticate))
         .with_state(ctx.clone());
     Router::new()
@@ -85,15 +92,131 @@ pub fn router(ctx: Arc<Context>, tokens: Arc<Tokens>, metrics: Arc<Metrics>, ope
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
 }
 
-/// Serves until `ctx.shutdown` is cancelled.
+/// Serves until `ctx.shutdown` is cancelled, at most `--max-http-connections` at once
+/// (past it a client gets a 503), each held to the header read timeout; then waits for
+/// the open connections to finish their answers.
 pub async fn serve(listener: tokio::net::TcpListener, app: Router, ctx: Arc<Context>) {
-    let shutdown = ctx.shutdown.clone();
-    if let Err(e) = axum::serve(listener, app)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
-    {
-        tracing::error!(error = %e, "the HTTP shim stopped");
+    let limits = ctx.limits.clone();
+    let slots = Arc::new(Semaphore::new(limits.max_http_connections));
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(limits.read_timeout);
+    loop {
+        tokio::select! {
+            () = ctx.shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => match slots.clone().try_acquire_owned() {
+                    Ok(slot) => {
+                        let connection = serve_connection(http.clone(), stream, app.clone(), ctx.shutdown.clone());
+                        tokio::spawn(async move {
+                            connection.await;
+                            drop(slot);
+                        });
+                    }
+                    Err(_) => refuse(stream, &limits),
+                },
+                Err(e) => {
+                    // Typically out of file descriptors: back off instead of spinning.
+                    tracing::warn!(error = %e, "HTTP accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+            },
+        }
     }
+    drop(listener);
+    let every_slot = u32::try_from(limits.max_http_connections).unwrap_or(u32::MAX);
+    let _ = slots.acquire_many(every_slot).await;
+}
+
+/// Serves one connection; on shutdown, lets its current answer finish and closes it.
+async fn serve_connection(
+    http: hyper::server::conn::http1::Builder,
+    stream: tokio::net::TcpStream,
+    app: Router,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    let service = hyper_util::service::TowerToHyperService::new(app);
+    let connection = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+    tokio::pin!(connection);
+    let result = tokio::select! {
+        result = connection.as_mut() => result,
+        () = shutdown.cancelled() => {
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
+    };
+    if let Err(e) = result {
+        tracing::debug!(error = %e, "HTTP connection ended");
+    }
+}
+
+/// Answers a client over the connection cap with a 503 and the JSON error body.
+fn refuse(stream: tokio::net::TcpStream, limits: &Arc<Limits>) {
+    let reply = ErrorReply::new(
+        ErrorKind::Unavailable,
+        format!(
+            "the daemon already serves its limit of {} HTTP connections (--max-http-connections); try again later",
+            limits.max_http_connections
+        ),
+    );
+    let body = error::body(&reply).to_string();
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    limits.refuse(stream, "http", answer.into_bytes());
+}
+
+/// Reads a request's whole body before its handler runs, within `--read-timeout` and
+/// inside the budget of buffered bytes shared with the socket, so that a slow or stalled
+/// body holds neither the connection nor memory for long.
+async fn buffer_body(State(limits): State<Arc<Limits>>, request: Request, next: Next) -> Response {
+    use axum::body::{Body, HttpBody};
+    let hint = request.body().size_hint();
+    if request.body().is_end_stream() || hint.lower() > MAX_BODY as u64 {
+        // Nothing to read, or refused by the body limit (413) without reading.
+        return next.run(request).await;
+    }
+    let expected = hint.exact().map_or(MAX_BODY, |n| n as usize);
+    let reservation = match limits.budget.reserve(expected, limits.read_timeout).await {
+        Ok(reservation) => reservation,
+        Err(reply) => return ApiError::from(reply).into_response(),
+    };
+    let (parts, body) = request.into_parts();
+    let limited = http_body_util::Limited::new(body, MAX_BODY);
+    let bytes = match tokio::time::timeout(limits.read_timeout, limited.collect()).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            return ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                ErrorKind::TooLarge,
+                format!("the request body exceeds the limit of {MAX_BODY} bytes"),
+            )
+            .into_response();
+        }
+        Ok(Err(e)) => {
+            return ApiError::new(
+                StatusCode::BAD_REQUEST,
+                ErrorKind::BadRequest,
+                format!("the request body could not be read: {e}"),
+            )
+            .into_response();
+        }
+        Err(_) => {
+            return ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                ErrorKind::BadRequest,
+                format!(
+                    "the request body did not arrive within {} (--read-timeout)",
+                    humantime::format_duration(limits.read_timeout)
+                ),
+            )
+            .into_response();
+        }
+    };
+    drop(reservation);
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
 }
 
 /// Binds the shim's listener.

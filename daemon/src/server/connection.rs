@@ -1,50 +1,138 @@
-//! One client connection: length-prefixed JSON frames over the Unix socket.
+//! One client connection: length-prefixed JSON frames over the Unix socket, read under
+//! the connection limits (timeouts and the shared budget of buffered bytes).
 
-use bytes::{Bytes, BytesMut};
-use futures_util::{SinkExt, StreamExt};
+use std::sync::Arc;
+use std::time::Duration;
+
 use orch_protocol::{Actor, ErrorKind, ErrorReply, MAX_FRAME_LEN, Response, Task};
 use serde::Serialize;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
-use tokio_util::codec::{Framed, LengthDelimitedCodec};
+use tokio::time::Instant;
+
+use super::limits::{Limits, Reservation};
 
 /// The size of JSON after which a task list is continued in another frame.
 pub const TASKS_PART_BYTES: usize = 1024 * 1024;
 
 /// A framed connection to one client.
 pub struct Connection {
-    framed: Framed<UnixStream, LengthDelimitedCodec>,
+    stream: UnixStream,
+    limits: Arc<Limits>,
     /// Who is on the other end (for the audit log).
     pub actor: Actor,
     /// What the peer may do (the owner: admin; others: their `--allow-user` role).
     pub role: crate::http::auth::Role,
 }
 
+/// A received frame body, holding its share of the buffered-bytes budget until dropped.
+pub struct Frame {
+    /// The body (JSON).
+    pub body: Vec<u8>,
+    _reservation: Reservation,
+}
+
+/// Why no frame was received.
+#[derive(Debug)]
+pub enum RecvError {
+    /// The client hung up, or the stream broke.
+    Closed,
+    /// Nothing came within the idle timeout (close without a word).
+    Idle,
+    /// The frame cannot be read (too large, too slow, no room in the budget): the reply to
+    /// send before closing, since the frame boundary is lost.
+    Refused(ErrorReply),
+}
+
+/// How long the next frame may take.
+#[derive(Debug, Clone, Copy)]
+pub enum Patience {
+    /// The whole frame by this instant (the handshake).
+    Until(Instant),
+    /// The first byte within this, then the rest within the read timeout.
+    Idle(Duration),
+}
+
 impl Connection {
-    /// Wraps an accepted stream from `actor`, who has `role`.
-    pub fn new(stream: UnixStream, actor: Actor, role: crate::http::auth::Role) -> Connection {
-        let codec = LengthDelimitedCodec::builder()
-            .length_field_length(4)
-            .big_endian()
-            .max_frame_length(MAX_FRAME_LEN)
-            .new_codec();
+    /// Wraps an accepted stream from `actor`, who has `role`, held to `limits`.
+    pub fn new(
+        stream: UnixStream,
+        actor: Actor,
+        role: crate::http::auth::Role,
+        limits: Arc<Limits>,
+    ) -> Connection {
         Connection {
-            framed: Framed::new(stream, codec),
+            stream,
+            limits,
             actor,
             role,
         }
     }
 
-    /// The next frame body; `None` when the client hung up. A frame that cannot be read
-    /// (too large, or a broken stream) is an error reply to send before closing.
-    pub async fn recv(&mut self) -> Option<Result<BytesMut, ErrorReply>> {
-        match self.framed.next().await? {
-            Ok(frame) => Some(Ok(frame)),
-            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => Some(Err(ErrorReply::new(
+    /// The limits this connection is held to.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The next frame. Its declared length is taken from the shared budget before its body
+    /// is read (waiting for room until the read deadline).
+    pub async fn recv(&mut self, patience: Patience) -> Result<Frame, RecvError> {
+        let mut header = [0u8; 4];
+        let (first, deadline) = match patience {
+            Patience::Until(deadline) => (deadline, Some(deadline)),
+            Patience::Idle(idle) => (Instant::now() + idle, None),
+        };
+        let got = match tokio::time::timeout_at(first, self.stream.read(&mut header)).await {
+            Ok(Ok(0) | Err(_)) => return Err(RecvError::Closed),
+            Ok(Ok(n)) => n,
+            Err(_) if deadline.is_some() => return Err(self.too_slow()),
+            Err(_) => return Err(RecvError::Idle),
+        };
+        let deadline = deadline.unwrap_or_else(|| Instant::now() + self.limits.read_timeout);
+        self.read_exact_by(&mut header[got..], deadline).await?;
+        let len = u32::from_be_bytes(header) as usize;
+        if len > MAX_FRAME_LEN {
+            return Err(RecvError::Refused(ErrorReply::new(
                 ErrorKind::TooLarge,
-                format!("frame refused: {e} (the limit is {MAX_FRAME_LEN} bytes)"),
-            ))),
-            Err(_) => None,
+                format!(
+                    "frame refused: a frame of {len} bytes exceeds the limit of {MAX_FRAME_LEN} bytes"
+                ),
+            )));
         }
+        let patience = deadline.saturating_duration_since(Instant::now());
+        let reservation = self
+            .limits
+            .budget
+            .reserve(len, patience)
+            .await
+            .map_err(RecvError::Refused)?;
+        let mut body = vec![0u8; len];
+        self.read_exact_by(&mut body, deadline).await?;
+        Ok(Frame {
+            body,
+            _reservation: reservation,
+        })
+    }
+
+    /// Fills `buf` before `deadline`.
+    async fn read_exact_by(&mut self, buf: &mut [u8], deadline: Instant) -> Result<(), RecvError> {
+        match tokio::time::timeout_at(deadline, self.stream.read_exact(buf)).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(_)) => Err(RecvError::Closed),
+            Err(_) => Err(self.too_slow()),
+        }
+    }
+
+    /// The refusal of a frame that did not arrive in time.
+    fn too_slow(&self) -> RecvError {
+        RecvError::Refused(ErrorReply::new(
+            ErrorKind::BadRequest,
+            format!(
+                "closing the connection: a frame did not arrive in time (the handshake must arrive within {} of connecting (--handshake-timeout), a request within {} of its first byte (--read-timeout))",
+                humantime::format_duration(self.limits.handshake_timeout),
+                humantime::format_duration(self.limits.read_timeout)
+            ),
+        ))
     }
 
     /// Sends one response.
@@ -55,7 +143,22 @@ impl Connection {
     /// Sends any serializable value as one frame.
     pub async fn send_json<T: Serialize>(&mut self, value: &T) -> std::io::Result<()> {
         let body = serde_json::to_vec(value).map_err(std::io::Error::other)?;
-        self.framed.send(Bytes::from(body)).await
+        self.write_frame(&body).await
+    }
+
+    /// Writes one frame: the length, then `body`.
+    async fn write_frame(&mut self, body: &[u8]) -> std::io::Result<()> {
+        let len = u32::try_from(body.len())
+            .ok()
+            .filter(|&len| len as usize <= MAX_FRAME_LEN)
+            .ok_or_else(|| {
+                std::io::Error::other(format!(
+                    "an answer of {} bytes exceeds the frame limit of {MAX_FRAME_LEN} bytes",
+                    body.len()
+                ))
+            })?;
+        self.stream.write_all(&len.to_be_bytes()).await?;
+        self.stream.write_all(body).await
     }
 
     /// Sends a task list in parts of at most about [`TASKS_PART_BYTES`] of JSON each, so
@@ -87,11 +190,12 @@ impl Connection {
         frame.extend_from_slice(br#","tasks":["#);
         frame.extend_from_slice(items);
         frame.extend_from_slice(b"]}");
-        self.framed.send(Bytes::from(frame)).await
+        self.write_frame(&frame).await
     }
 
     /// Waits until the client sends anything or hangs up (streams use this to stop).
     pub async fn closed(&mut self) {
-        let _ = self.framed.next().await;
+        let mut byte = [0u8; 1];
+        let _ = self.stream.read(&mut byte).await;
     }
 }

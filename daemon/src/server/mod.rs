@@ -3,6 +3,7 @@
 
 pub mod connection;
 pub mod handlers;
+pub mod limits;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,6 +17,8 @@ use crate::engine::EngineHandle;
 use crate::events::EventBus;
 use crate::store::Store;
 pub use connection::Connection;
+use connection::{Patience, RecvError};
+use limits::Limits;
 
 /// What every handler may use.
 pub struct Context {
@@ -41,22 +44,35 @@ pub struct Context {
     pub testenvs: Arc<crate::testenv::TestEnvService>,
     /// Other local users allowed on the socket, with their roles (`--allow-user`).
     pub grants: std::collections::HashMap<u32, crate::http::auth::Role>,
+    /// Timeouts, connection caps and the budget of buffered request bytes.
+    pub limits: Arc<Limits>,
     /// When the daemon started.
     pub started_at: DateTime<Utc>,
     /// Cancelled to stop the daemon.
     pub shutdown: CancellationToken,
 }
 
-/// Accepts connections until `ctx.shutdown` is cancelled.
+/// Accepts connections until `ctx.shutdown` is cancelled, at most
+/// `--max-socket-connections` at once: past it a client is refused with an error naming
+/// the cap.
 pub async fn serve(listener: UnixListener, ctx: Arc<Context>) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(
+        ctx.limits.max_socket_connections,
+    ));
     loop {
         tokio::select! {
             () = ctx.shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    let ctx = ctx.clone();
-                    tokio::spawn(async move { serve_connection(stream, ctx).await });
-                }
+                Ok((stream, _)) => match slots.clone().try_acquire_owned() {
+                    Ok(slot) => {
+                        let ctx = ctx.clone();
+                        tokio::spawn(async move {
+                            serve_connection(stream, ctx).await;
+                            drop(slot);
+                        });
+                    }
+                    Err(_) => refuse(stream, &ctx.limits),
+                },
                 Err(e) => {
                     // Typically out of file descriptors: back off instead of spinning.
                     tracing::warn!(error = %e, "accept failed");
@@ -64,6 +80,20 @@ pub async fn serve(listener: UnixListener, ctx: Arc<Context>) {
                 }
             },
         }
+    }
+}
+
+/// Answers a client over the connection cap with an `unavailable` error frame.
+fn refuse(stream: UnixStream, limits: &Arc<Limits>) {
+    let reply = ErrorReply::new(
+        ErrorKind::Unavailable,
+        format!(
+            "the daemon already serves its limit of {} socket connections (--max-socket-connections); try again later",
+            limits.max_socket_connections
+        ),
+    );
+    if let Ok(frame) = orch_protocol::frame::encode(&Response::Error(reply)) {
+        limits.refuse(stream, "socket", frame);
     }
 }
 
@@ -82,6 +112,7 @@ async fn serve_connection(stream: UnixStream, ctx: Arc<Context>) {
         stream,
         actor,
         role.unwrap_or(crate::http::auth::Role::Viewer),
+        ctx.limits.clone(),
     );
     if role.is_none() {
         let reply = ErrorReply::new(
@@ -98,21 +129,21 @@ async fn serve_connection(stream: UnixStream, ctx: Arc<Context>) {
     if !handshake(&mut conn).await {
         return;
     }
-    while let Some(frame) = conn.recv().await {
-        let request = match frame {
-            Ok(bytes) => serde_json::from_slice::<Request>(&bytes),
-            Err(reply) => {
-                // The frame boundary is lost (oversized or broken frame): answer and close.
+    loop {
+        let frame = match conn.recv(Patience::Idle(ctx.limits.idle_timeout)).await {
+            Ok(frame) => frame,
+            Err(RecvError::Closed | RecvError::Idle) => return,
+            Err(RecvError::Refused(reply)) => {
+                // The frame boundary is lost (oversized, slow or no room): answer and close.
                 let _ = conn.send(&Response::Error(reply)).await;
                 return;
             }
         };
+        let request = parse_request(&frame.body);
+        drop(frame);
         let result = match request {
             Ok(request) => handlers::dispatch(&ctx, &mut conn, request).await,
-            Err(e) => {
-                let reply = ErrorReply::new(ErrorKind::BadRequest, format!("invalid request: {e}"));
-                conn.send(&Response::Error(reply)).await
-            }
+            Err(reply) => conn.send(&Response::Error(reply)).await,
         };
         if result.is_err() {
             return;
@@ -122,15 +153,11 @@ async fn serve_connection(stream: UnixStream, ctx: Arc<Context>) {
 
 /// Reads the client's [`Hello`] and answers; false when the connection must close.
 async fn handshake(conn: &mut Connection) -> bool {
-    let hello = match conn.recv().await {
-        Some(Ok(bytes)) => serde_json::from_slice::<Hello>(&bytes).map_err(|e| {
-            ErrorReply::new(
-                ErrorKind::BadRequest,
-                format!("expected a handshake ({{\"protocol\": N, \"client\": NAME}}): {e}"),
-            )
-        }),
-        Some(Err(reply)) => Err(reply),
-        None => return false,
+    let deadline = tokio::time::Instant::now() + conn.limits().handshake_timeout;
+    let hello = match conn.recv(Patience::Until(deadline)).await {
+        Ok(frame) => parse_hello(&frame.body),
+        Err(RecvError::Refused(reply)) => Err(reply),
+        Err(RecvError::Closed | RecvError::Idle) => return false,
     };
     let reply = match hello {
         Ok(hello) if hello.protocol == PROTOCOL_VERSION => {
@@ -156,4 +183,20 @@ async fn handshake(conn: &mut Connection) -> bool {
     };
     let _ = conn.send(&Response::Error(reply)).await;
     false
+}
+
+/// The client's [`Hello`], or the error naming what is wrong with it.
+pub fn parse_hello(body: &[u8]) -> Result<Hello, ErrorReply> {
+    serde_json::from_slice::<Hello>(body).map_err(|e| {
+        ErrorReply::new(
+            ErrorKind::BadRequest,
+            format!("expected a handshake ({{\"protocol\": N, \"client\": NAME}}): {e}"),
+        )
+    })
+}
+
+/// A request frame's body as a [`Request`], or a `bad_request` error naming the problem.
+pub fn parse_request(body: &[u8]) -> Result<Request, ErrorReply> {
+    serde_json::from_slice::<Request>(body)
+        .map_err(|e| ErrorReply::new(ErrorKind::BadRequest, format!("invalid request: {e}")))
 }

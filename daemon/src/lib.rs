@@ -143,8 +143,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         engine.clone(),
         stored_envs,
     )?;
-    // Before any request: interrupted environments and leftovers are dealt with first.
-    testenvs.recover().await;
+    // Leftover scripts are stopped now; containers are recovered in the background
+    // (requests that need the engine are refused until that is done).
+    testenvs.recover();
     let ctx = Arc::new(server::Context {
         store,
         engine: engine.clone(),

@@ -18,6 +18,11 @@ use orch_protocol::TaskId;
 
 /// The environment entry naming the daemon (its data directory) that started a process.
 pub const DATA_DIR_ENV: &str = "ORCH_DATA_DIR";
+/// The environment entry naming the task a process belongs to.
+pub const TASK_ENV: &str = "ORCH_TASK_ID";
+/// The environment entry naming the test environment whose install, probe or test script
+/// a process runs.
+pub const TEST_ENV_ENV: &str = "ORCH_TEST_ENV_ID";
 
 /// Kills (SIGKILL) every process that belongs to one of `tasks` of the daemon whose data
 /// directory is `data_dir`, with the process groups they lead; scans again until none is
@@ -26,21 +31,35 @@ pub fn kill_leftovers(data_dir: &Path, tasks: &HashSet<TaskId>) -> usize {
     if tasks.is_empty() {
         return 0;
     }
+    kill_marked(data_dir, TASK_ENV, |task| tasks.contains(&task))
+}
+
+/// Kills (SIGKILL) every test-environment script (install, probe, test: `nu` and what it
+/// started) left by a previous daemon whose data directory is `data_dir`. At start no
+/// such script of this daemon can be running yet, so every one found is a leftover.
+pub fn kill_test_env_scripts(data_dir: &Path) -> usize {
+    kill_marked(data_dir, TEST_ENV_ENV, |_| true)
+}
+
+/// Kills every process that carries `data_dir`'s marker and a `key` entry whose value
+/// `wanted` accepts, with the process groups they lead; scans again until none is left.
+fn kill_marked(data_dir: &Path, key: &str, wanted: impl Fn(u64) -> bool) -> usize {
     let owner = format!("{DATA_DIR_ENV}={}", data_dir.display());
+    let key = format!("{key}=");
     let mut killed = 0;
     for _ in 0..10 {
-        let found = find_leftovers(&owner, tasks);
+        let found = find_leftovers(&owner, &key, &wanted);
         if found.is_empty() {
             break;
         }
-        for (pid, task) in found {
+        for (pid, id) in found {
             // SAFETY: kill(2) has no memory-safety preconditions. A negative pid names the
             // group the process leads (if it leads one; otherwise the call fails harmlessly).
             unsafe {
                 libc::kill(-(pid as libc::pid_t), libc::SIGKILL);
                 libc::kill(pid as libc::pid_t, libc::SIGKILL);
             }
-            tracing::warn!(task, pid, "stopped a process left by the previous daemon");
+            tracing::warn!(marker = %key, id, pid, "stopped a process left by the previous daemon");
             killed += 1;
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
@@ -48,16 +67,16 @@ pub fn kill_leftovers(data_dir: &Path, tasks: &HashSet<TaskId>) -> usize {
     killed
 }
 
-/// Live (not zombie) processes that carry `owner` and one of `tasks`.
-fn find_leftovers(owner: &str, tasks: &HashSet<TaskId>) -> Vec<(u32, TaskId)> {
+/// Live (not zombie) processes that carry `owner` and a `key` entry `wanted` accepts.
+fn find_leftovers(owner: &str, key: &str, wanted: impl Fn(u64) -> bool) -> Vec<(u32, u64)> {
     let Ok(entries) = fs::read_dir("/proc") else {
         return Vec::new();
     };
     entries
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| !is_zombie(*pid))
-        .filter_map(|pid| Some((pid, leftover_of(pid, owner)?)))
-        .filter(|(_, task)| tasks.contains(task))
+        .filter_map(|pid| Some((pid, leftover_of(pid, owner, key)?)))
+        .filter(|(_, id)| wanted(*id))
         .collect()
 }
 
@@ -68,15 +87,15 @@ fn is_zombie(pid: u32) -> bool {
     })
 }
 
-/// The task a process belongs to, when its environment carries `owner` and a task id.
-fn leftover_of(pid: u32, owner: &str) -> Option<TaskId> {
+/// The id a process carries under `key` (`NAME=`), when its environment carries `owner`.
+fn leftover_of(pid: u32, owner: &str, key: &str) -> Option<u64> {
     let environ = fs::read(format!("/proc/{pid}/environ")).ok()?;
     let mut task = None;
     let mut owned = false;
     for entry in environ.split(|b| *b == 0) {
         if entry == owner.as_bytes() {
             owned = true;
-        } else if let Some(id) = entry.strip_prefix(b"ORCH_TASK_ID=") {
+        } else if let Some(id) = entry.strip_prefix(key.as_bytes()) {
             task = std::str::from_utf8(id).ok()?.parse().ok();
         }
     }

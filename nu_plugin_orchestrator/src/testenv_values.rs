@@ -1,6 +1,6 @@
 //! Nushell values for test environments and topologies.
 
-use nu_protocol::{Span, Value, record};
+use nu_protocol::{LabeledError, Span, Value, record};
 use orch_protocol::{EnvState, TestEnv};
 
 use crate::convert::{date, json_to_value};
@@ -16,6 +16,7 @@ pub fn env(env: &TestEnv, span: Span) -> Value {
     let (stage, error) = match &env.state {
         EnvState::Starting { stage, .. } => (Some(stage.as_str()), None),
         EnvState::Failed { stage, error, .. } => (Some(stage.as_str()), Some(error.as_str())),
+        EnvState::Deleting { .. } => (Some("deleting"), None),
         _ => (None, None),
     };
     let opt = |s: Option<&str>| s.map_or(Value::nothing(span), |s| Value::string(s, span));
@@ -45,4 +46,28 @@ pub fn env(env: &TestEnv, span: Span) -> Value {
 /// A topology template.
 pub fn topology<T: serde::Serialize>(topology: &T, span: Span) -> Value {
     value_of(topology, span)
+}
+
+/// The environment as a value, or an error when it failed (also when it was deleted after
+/// failing, as `--auto-cleanup` does): one line with the stage, the node and the root
+/// cause, so that scripts and CI stop on it.
+pub fn env_or_failure(env: &TestEnv, span: Span) -> Result<Value, LabeledError> {
+    let Some(failure) = env.state.failure() else {
+        return Ok(self::env(env, span));
+    };
+    let status = match &env.state {
+        EnvState::Failed { .. } => format!(
+            "its containers stay for inspection: `orch test env show {}` has the diagnostics, `orch test env delete {}` removes it",
+            env.id, env.id
+        ),
+        state => format!(
+            "it is {} (`orch test env show {}` has the diagnostics)",
+            state.status(),
+            env.id
+        ),
+    };
+    Err(
+        LabeledError::new(format!("test environment {} {failure}", env.id))
+            .with_label(status, span),
+    )
 }

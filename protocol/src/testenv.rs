@@ -145,6 +145,42 @@ pub enum DeleteReason {
     Interrupted,
 }
 
+/// A stage of an environment's setup or test, as recorded while it runs and when it fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum EnvStage {
+    /// Its network and containers are created.
+    Creating,
+    /// Its containers are started.
+    Starting,
+    /// Its taskservs are installed.
+    Installing,
+    /// Its taskservs are probed, then the topology's checks run.
+    Probing,
+    /// Its tests run.
+    Tests,
+}
+
+impl EnvStage {
+    /// The stage's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EnvStage::Creating => "creating",
+            EnvStage::Starting => "starting",
+            EnvStage::Installing => "installing",
+            EnvStage::Probing => "probing",
+            EnvStage::Tests => "tests",
+        }
+    }
+}
+
+impl std::fmt::Display for EnvStage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Where an environment is in its life.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -155,7 +191,7 @@ pub enum EnvState {
         /// Since when.
         since: DateTime<Utc>,
         /// What it is doing.
-        stage: String,
+        stage: EnvStage,
     },
     /// Its containers exist and are stopped (created without `auto_start`).
     Created {
@@ -177,9 +213,20 @@ pub enum EnvState {
         /// When.
         at: DateTime<Utc>,
         /// The stage that failed (creating, starting, installing, probing, tests).
-        stage: String,
+        stage: EnvStage,
         /// What went wrong.
         error: String,
+    },
+    /// Its containers and network are being removed (committed before anything is
+    /// removed; a restart finishes it).
+    Deleting {
+        /// Since when.
+        since: DateTime<Utc>,
+        /// Why.
+        reason: DeleteReason,
+        /// How it had failed before (kept for `Deleted`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failure: Option<String>,
     },
     /// Its containers and network are gone.
     Deleted {
@@ -202,7 +249,20 @@ impl EnvState {
             EnvState::Ready { .. } => "ready",
             EnvState::Testing { .. } => "testing",
             EnvState::Failed { .. } => "failed",
+            EnvState::Deleting { .. } => "deleting",
             EnvState::Deleted { .. } => "deleted",
+        }
+    }
+
+    /// How the environment failed, in one line (`failed while STAGE: ERROR`), when it did:
+    /// failed, or deleted (or being deleted) after a failure.
+    pub fn failure(&self) -> Option<String> {
+        match self {
+            EnvState::Failed { stage, error, .. } => Some(format!("failed while {stage}: {error}")),
+            EnvState::Deleting { failure, .. } | EnvState::Deleted { failure, .. } => {
+                failure.clone()
+            }
+            _ => None,
         }
     }
 

@@ -31,6 +31,12 @@ const API_VERSION: ClientVersion = ClientVersion {
     minor_version: 41,
 };
 
+/// How long one API call may wait for the engine's answer (its headers; streams such as
+/// logs and exec output are bounded by their callers).
+const CALL_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long the engine has to accept a connection and answer `/_ping`.
+const PING_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// A connected engine.
 #[derive(Clone)]
 pub struct ContainerEngine {
@@ -55,22 +61,11 @@ impl ContainerEngine {
     /// Connects to `DOCKER_HOST` (a unix:// socket) or the first usual socket that answers;
     /// the error says what was tried.
     pub async fn connect() -> Result<ContainerEngine, String> {
-        let candidates = match std::env::var("DOCKER_HOST") {
-            Ok(host) if !host.is_empty() => match host.strip_prefix("unix://") {
-                Some(path) => vec![PathBuf::from(path)],
-                None => {
-                    return Err(format!(
-                        "DOCKER_HOST={host}: only unix:// sockets are supported (a local Docker or Podman service)"
-                    ));
-                }
-            },
-            _ => candidate_sockets(),
-        };
         let mut tried = Vec::new();
-        for socket in candidates {
+        for socket in sockets()? {
             match Self::try_socket(&socket).await {
                 Ok(engine) => return Ok(engine),
-                Err(e) => tried.push(format!("{}: {e}", socket.display())),
+                Err(e) => tried.push(e),
             }
         }
         Err(format!(
@@ -79,26 +74,67 @@ impl ContainerEngine {
         ))
     }
 
+    /// The engine on `socket`, once it accepts a connection and answers `/_ping`; the
+    /// error names the socket.
     async fn try_socket(socket: &Path) -> Result<ContainerEngine, String> {
+        let shown = socket.display();
         if !socket.exists() {
-            return Err("no such socket".into());
+            return Err(format!("{shown}: no such socket"));
         }
-        let docker = Docker::connect_with_unix(&socket.to_string_lossy(), 120, &API_VERSION)
-            .map_err(|e| e.to_string())?;
-        tokio::time::timeout(Duration::from_secs(5), docker.ping())
-            .await
-            .map_err(|_| "no answer to ping within 5s".to_string())?
-            .map_err(|e| e.to_string())?;
-        Ok(ContainerEngine {
+        match tokio::time::timeout(PING_TIMEOUT, tokio::net::UnixStream::connect(socket)).await {
+            Err(_) => return Err(not_answering(socket, "accepts no connection")),
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                return Err(format!("nothing listens on {shown} (a stale socket file)"));
+            }
+            Ok(Err(e)) => return Err(format!("cannot connect to {shown}: {e}")),
+            Ok(Ok(_)) => {}
+        }
+        let docker = Docker::connect_with_unix(
+            &socket.to_string_lossy(),
+            CALL_TIMEOUT.as_secs(),
+            &API_VERSION,
+        )
+        .map_err(|e| format!("{shown}: {e}"))?;
+        let engine = ContainerEngine {
             docker,
             socket: socket.to_path_buf(),
-        })
+        };
+        tokio::time::timeout(PING_TIMEOUT, engine.docker.ping())
+            .await
+            .map_err(|_| {
+                not_answering(
+                    socket,
+                    &format!("no answer to /_ping within {}s", PING_TIMEOUT.as_secs()),
+                )
+            })?
+            .map_err(|e| engine.failed("/_ping", e))?;
+        Ok(engine)
+    }
+
+    /// A failed call as a message: a timeout or a refused connection says the engine does
+    /// not answer, with its socket.
+    fn failed(&self, what: &str, error: bollard::errors::Error) -> String {
+        match error {
+            bollard::errors::Error::RequestTimeoutError => not_answering(
+                &self.socket,
+                &format!("{what}: no answer within {}s", CALL_TIMEOUT.as_secs()),
+            ),
+            bollard::errors::Error::HyperLegacyError { err } if err.is_connect() => format!(
+                "{what}: nothing listens on {} any more",
+                self.socket.display()
+            ),
+            error => format!("{what}: {error}"),
+        }
     }
 
     /// Makes sure `image` is present: pulled when it is not (which needs a registry).
     pub async fn ensure_image(&self, image: &str) -> Result<(), String> {
-        if self.docker.inspect_image(image).await.is_ok() {
-            return Ok(());
+        match self.docker.inspect_image(image).await {
+            Ok(_) => return Ok(()),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => {}
+            Err(e) => return Err(self.failed(&format!("cannot inspect the image {image}"), e)),
         }
         let options = CreateImageOptionsBuilder::default()
             .from_image(image)
@@ -129,7 +165,7 @@ impl ContainerEngine {
             .create_network(request)
             .await
             .map(|_| ())
-            .map_err(|e| format!("cannot create network {name}: {e}"))
+            .map_err(|e| self.failed(&format!("cannot create network {name}"), e))
     }
 
     /// Creates a container that idles (`sleep infinity` under an init) on `network`,
@@ -170,7 +206,7 @@ impl ContainerEngine {
             .create_container(Some(options), body)
             .await
             .map(|_| ())
-            .map_err(|e| format!("cannot create container {}: {e}", spec.name))
+            .map_err(|e| self.failed(&format!("cannot create container {}", spec.name), e))
     }
 
     /// Starts a container.
@@ -178,7 +214,7 @@ impl ContainerEngine {
         self.docker
             .start_container(name, None)
             .await
-            .map_err(|e| format!("cannot start container {name}: {e}"))
+            .map_err(|e| self.failed(&format!("cannot start container {name}"), e))
     }
 
     /// Removes a container (running or not); a missing one is not an error.
@@ -192,7 +228,7 @@ impl ContainerEngine {
             Err(bollard::errors::Error::DockerResponseServerError {
                 status_code: 404, ..
             }) => Ok(()),
-            Err(e) => Err(format!("cannot remove container {name}: {e}")),
+            Err(e) => Err(self.failed(&format!("cannot remove container {name}"), e)),
         }
     }
 
@@ -203,7 +239,7 @@ impl ContainerEngine {
             Err(bollard::errors::Error::DockerResponseServerError {
                 status_code: 404, ..
             }) => Ok(()),
-            Err(e) => Err(format!("cannot remove network {name}: {e}")),
+            Err(e) => Err(self.failed(&format!("cannot remove network {name}"), e)),
         }
     }
 
@@ -225,12 +261,12 @@ impl ContainerEngine {
             .docker
             .create_exec(container, options)
             .await
-            .map_err(|e| format!("cannot exec in {container}: {e}"))?;
+            .map_err(|e| self.failed(&format!("cannot exec in {container}"), e))?;
         let started = self
             .docker
             .start_exec(&exec.id, None)
             .await
-            .map_err(|e| format!("cannot exec in {container}: {e}"))?;
+            .map_err(|e| self.failed(&format!("cannot exec in {container}"), e))?;
         let mut output = String::new();
         if let StartExecResults::Attached {
             output: mut stream, ..
@@ -254,7 +290,7 @@ impl ContainerEngine {
                 .docker
                 .inspect_exec(&exec.id)
                 .await
-                .map_err(|e| format!("cannot inspect exec in {container}: {e}"))?;
+                .map_err(|e| self.failed(&format!("cannot inspect exec in {container}"), e))?;
             if let (Some(false), Some(code)) = (inspect.running, inspect.exit_code) {
                 return Ok((code, output));
             }
@@ -313,7 +349,7 @@ impl ContainerEngine {
             .docker
             .list_containers(Some(options))
             .await
-            .map_err(|e| format!("cannot list containers: {e}"))?
+            .map_err(|e| self.failed("cannot list containers", e))?
             .into_iter()
             .filter_map(|c| {
                 let name = c.names?.first()?.trim_start_matches('/').to_string();
@@ -327,12 +363,46 @@ impl ContainerEngine {
             .docker
             .list_networks(Some(options))
             .await
-            .map_err(|e| format!("cannot list networks: {e}"))?
+            .map_err(|e| self.failed("cannot list networks", e))?
             .into_iter()
             .filter_map(|n| Some((n.name?, n.labels.unwrap_or_default())))
             .collect();
         Ok((containers, networks))
     }
+}
+
+/// The sockets an engine is looked for on: `DOCKER_HOST`'s (unix:// only), else the usual
+/// ones in order.
+fn sockets() -> Result<Vec<PathBuf>, String> {
+    match std::env::var("DOCKER_HOST") {
+        Ok(host) if !host.is_empty() => match host.strip_prefix("unix://") {
+            Some(path) => Ok(vec![PathBuf::from(path)]),
+            None => Err(format!(
+                "DOCKER_HOST={host}: only unix:// sockets are supported (a local Docker or Podman service)"
+            )),
+        },
+        _ => Ok(candidate_sockets()),
+    }
+}
+
+/// Where the engine is looked for, for messages given before any answer.
+pub fn target() -> String {
+    match sockets() {
+        Ok(sockets) => sockets
+            .iter()
+            .map(|s| s.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        Err(e) => e,
+    }
+}
+
+/// "container engine not answering (<socket>): <what>".
+fn not_answering(socket: &Path, what: &str) -> String {
+    format!(
+        "container engine not answering ({}): {what}",
+        socket.display()
+    )
 }
 
 /// What a container is created from.

@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use orch_protocol::{
-    Actor, DeleteReason, Diagnostics, EnvId, EnvNode, EnvRequest, EnvSpec, EnvState, ErrorKind,
-    ErrorReply, NodeDiagnostics, ProbeResult, TestEnv, TestResult, Topology, TopologyNode,
+    Actor, DeleteReason, Diagnostics, EnvId, EnvNode, EnvRequest, EnvSpec, EnvStage, EnvState,
+    ErrorKind, ErrorReply, NodeDiagnostics, ProbeResult, TestEnv, TestResult, Topology,
+    TopologyNode,
 };
 use serde_json::{Value, json};
 
@@ -71,6 +72,10 @@ impl TestEnvService {
         let bad = |message: String| ErrorReply::field(ErrorKind::BadRequest, "env", message);
         let registry = Registry::load(&self.config.modules_dir);
         let (name, kind, topology) = describe(&request.env);
+        if let EnvSpec::Cluster { name, topology } = &request.env {
+            topologies::plain_name("name", name)?;
+            topologies::plain_name("topology.name", &topology.name)?;
+        }
         topologies::check(&topology).map_err(bad)?;
         topologies::check_taskservs(&topology, &registry).map_err(bad)?;
         let ttl_ms = request
@@ -88,9 +93,7 @@ impl TestEnvService {
         for node in &topology.nodes {
             check_resources(node.resources.as_ref())?;
         }
-        let engine = ContainerEngine::connect()
-            .await
-            .map_err(|e| ErrorReply::new(ErrorKind::Unavailable, e))?;
+        let engine = self.engine_for_request().await?;
         let mut nodes = Vec::new();
         for node in &topology.nodes {
             nodes.push(self.plan_node(node, request, &registry).map_err(bad)?);
@@ -114,7 +117,7 @@ impl TestEnvService {
             nodes,
             state: EnvState::Starting {
                 since: now,
-                stage: "creating".into(),
+                stage: EnvStage::Creating,
             },
             probes: Vec::new(),
             results: Vec::new(),
@@ -191,7 +194,7 @@ impl TestEnvService {
         };
         if let Err(error) = self.create_containers(&env, engine).await {
             env = self
-                .fail(env, engine, "creating", error, String::new())
+                .fail(env, engine, EnvStage::Creating, error, String::new())
                 .await;
         } else if !(request.auto_start || request.auto_cleanup) {
             env.state = EnvState::Created { at: Utc::now() };
@@ -203,12 +206,13 @@ impl TestEnvService {
             if matches!(env.state, EnvState::Ready { .. }) {
                 env = self.test(env, engine).await;
             }
+            let id = env.id;
             return match self
                 .remove(env.clone(), engine, DeleteReason::AutoCleanup, None)
                 .await
             {
                 Ok(env) => env,
-                Err(_) => env,
+                Err(_) => self.get(id).unwrap_or(env),
             };
         }
         env
@@ -254,15 +258,15 @@ impl TestEnvService {
     /// Starts the containers, installs every node's taskservs (nodes in parallel), probes
     /// them and runs the topology's checks: ready, or failed with diagnostics.
     async fn start(self: &Arc<Self>, mut env: TestEnv, engine: &ContainerEngine) -> TestEnv {
-        env = self.stage(env, "starting").await;
+        env = self.stage(env, EnvStage::Starting).await;
         for node in &env.nodes {
             if let Err(error) = engine.start(&node.container).await {
                 return self
-                    .fail(env, engine, "starting", error, String::new())
+                    .fail(env, engine, EnvStage::Starting, error, String::new())
                     .await;
             }
         }
-        env = self.stage(env, "installing").await;
+        env = self.stage(env, EnvStage::Installing).await;
         // Read once for the whole start: every node's installs and probes use it.
         let registry = Registry::load(&self.config.modules_dir);
         let installs = env
@@ -281,14 +285,14 @@ impl TestEnvService {
                     node.name,
                     failed.taskserv,
                     failed.exit_code,
-                    last_line(&failed.output)
+                    root_cause(&failed.output)
                 );
                 return self
-                    .fail(env, engine, "installing", error, failed.output)
+                    .fail(env, engine, EnvStage::Installing, error, failed.output)
                     .await;
             }
         }
-        env = self.stage(env, "probing").await;
+        env = self.stage(env, EnvStage::Probing).await;
         let probes = env
             .nodes
             .iter()
@@ -332,7 +336,7 @@ impl TestEnvService {
                 last_line(&bad.output)
             );
             return self
-                .fail(env, engine, "probing", error, String::new())
+                .fail(env, engine, EnvStage::Probing, error, String::new())
                 .await;
         }
         env.state = EnvState::Ready { at: Utc::now() };
@@ -367,21 +371,24 @@ impl TestEnvService {
             }
         }
         env.results = results;
-        let failed: Vec<String> = env
-            .results
-            .iter()
-            .filter(|r| !r.passed)
-            .map(|r| format!("{} on {}", r.taskserv, r.node))
-            .collect();
-        if failed.is_empty() {
+        let failed: Vec<&TestResult> = env.results.iter().filter(|r| !r.passed).collect();
+        let Some(first) = failed.first() else {
             env.state = EnvState::Ready { at: Utc::now() };
             return self.save(env.clone(), None).await.unwrap_or(env);
-        }
+        };
         let error = format!(
-            "{} of {} tests failed: {}",
+            "{} of {} tests failed ({}); node {}: {} test (exit code {}): {}",
             failed.len(),
             env.results.len(),
-            failed.join(", ")
+            failed
+                .iter()
+                .map(|r| format!("{} on {}", r.taskserv, r.node))
+                .collect::<Vec<_>>()
+                .join(", "),
+            first.node,
+            first.taskserv,
+            first.exit_code,
+            root_cause(&first.output)
         );
         let output = env
             .results
@@ -390,7 +397,7 @@ impl TestEnvService {
             .map(|r| r.output.clone())
             .collect::<Vec<_>>()
             .join("\n");
-        self.fail(env, engine, "tests", error, output).await
+        self.fail(env, engine, EnvStage::Tests, error, output).await
     }
 
     pub(super) async fn run_env(
@@ -402,7 +409,8 @@ impl TestEnvService {
         let env = self.get(id)?;
         let refusal = match &env.state {
             EnvState::Deleted { .. } => Some(format!("test environment {id} is deleted")),
-            EnvState::Failed { stage, .. } if stage != "tests" => Some(format!(
+            EnvState::Deleting { .. } => Some(format!("test environment {id} is being deleted")),
+            EnvState::Failed { stage, .. } if *stage != EnvStage::Tests => Some(format!(
                 "test environment {id} failed while {stage}: delete it and create another"
             )),
             _ if !self.claim(id) => Some(format!(
@@ -418,9 +426,7 @@ impl TestEnvService {
             return Err(error);
         }
         let result = async {
-            let engine = ContainerEngine::connect()
-                .await
-                .map_err(|e| ErrorReply::new(ErrorKind::Unavailable, e))?;
+            let engine = self.engine_for_request().await?;
             let record = AuditRecord::new(
                 actor,
                 "test_env_run",
@@ -435,7 +441,7 @@ impl TestEnvService {
             // just failed keeps its error and diagnostics.
             let testable = match &env.state {
                 EnvState::Ready { .. } => true,
-                EnvState::Failed { stage, .. } => stage == "tests",
+                EnvState::Failed { stage, .. } => *stage == EnvStage::Tests,
                 _ => false,
             };
             if testable {
@@ -473,9 +479,14 @@ impl TestEnvService {
             return Err(error);
         }
         let result = async {
-            let engine = ContainerEngine::connect()
-                .await
-                .map_err(|e| ErrorReply::new(ErrorKind::Unavailable, e))?;
+            // A client's request waits for the recovery; the daemon's own (recovery, time
+            // to live) go straight to the engine.
+            let engine = match actor {
+                Some(_) => self.engine_for_request().await?,
+                None => ContainerEngine::connect()
+                    .await
+                    .map_err(|e| ErrorReply::new(ErrorKind::Unavailable, e))?,
+            };
             let actor = actor.unwrap_or(Actor {
                 uid: crate::socket::owner_uid(),
                 interface: "daemon".into(),
@@ -484,7 +495,7 @@ impl TestEnvService {
                 actor,
                 "test_env_delete",
                 json!({"id": id, "reason": reason}),
-                Ok(format!("environment {id} deleted")),
+                Ok(format!("deleting environment {id}")),
             );
             self.remove(env, &engine, reason, Some(record)).await
         }
@@ -493,7 +504,9 @@ impl TestEnvService {
         result
     }
 
-    /// Removes the containers and the network, then records the deletion.
+    /// Records the deletion as started (`deleting`, with the request's audit record),
+    /// removes the containers and the network, then records it as done. A crash in between
+    /// leaves `deleting`, which the next start finishes.
     async fn remove(
         &self,
         mut env: TestEnv,
@@ -501,6 +514,14 @@ impl TestEnvService {
         reason: DeleteReason,
         audit: Option<AuditRecord>,
     ) -> Result<TestEnv, ErrorReply> {
+        let failure = env.state.failure();
+        env.state = EnvState::Deleting {
+            since: Utc::now(),
+            reason,
+            failure: failure.clone(),
+        };
+        self.log(env.id, &format!("deleting ({reason:?})"));
+        let mut env = self.save(env, audit).await?;
         let mut errors = Vec::new();
         for node in &env.nodes {
             let container = if node.container.is_empty() {
@@ -521,26 +542,22 @@ impl TestEnvService {
             errors.push(e);
         }
         if !errors.is_empty() {
-            return Err(ErrorReply::new(ErrorKind::Internal, errors.join("; ")));
+            return Err(ErrorReply::new(ErrorKind::Unavailable, errors.join("; ")));
         }
-        let failure = match &env.state {
-            EnvState::Failed { stage, error, .. } => Some(format!("failed while {stage}: {error}")),
-            _ => None,
-        };
         env.state = EnvState::Deleted {
             at: Utc::now(),
             reason,
             failure,
         };
         self.log(env.id, &format!("deleted ({reason:?})"));
-        self.save(env, audit).await
+        self.save(env, None).await
     }
 
     /// Records the stage an environment is in.
-    async fn stage(&self, mut env: TestEnv, stage: &str) -> TestEnv {
+    async fn stage(&self, mut env: TestEnv, stage: EnvStage) -> TestEnv {
         env.state = EnvState::Starting {
             since: Utc::now(),
-            stage: stage.into(),
+            stage,
         };
         self.log(env.id, &format!("stage: {stage}"));
         self.save(env.clone(), None).await.unwrap_or(env)
@@ -552,7 +569,7 @@ impl TestEnvService {
         &self,
         mut env: TestEnv,
         engine: &ContainerEngine,
-        stage: &str,
+        stage: EnvStage,
         error: String,
         output: String,
     ) -> TestEnv {
@@ -572,7 +589,7 @@ impl TestEnvService {
         });
         env.state = EnvState::Failed {
             at: Utc::now(),
-            stage: stage.into(),
+            stage,
             error,
         };
         self.save(env.clone(), None).await.unwrap_or(env)
@@ -616,7 +633,7 @@ impl TestEnvService {
                 "cluster": cluster_context(env),
             });
             let started = Instant::now();
-            let (exit, output) = self.nu(&code, &ctx, engine).await;
+            let (exit, output) = self.nu(env.id, &code, &ctx, engine).await;
             self.log(
                 env.id,
                 &format!(
@@ -639,8 +656,17 @@ impl TestEnvService {
         outcomes
     }
 
-    /// Runs Nushell `code` with `ctx` as `$params`; (exit code, standard output and error).
-    async fn nu(&self, code: &str, ctx: &Value, engine: &ContainerEngine) -> (i32, String) {
+    /// Runs Nushell `code` for environment `id` with `ctx` as `$params`; (exit code,
+    /// standard output and error). The process and what it starts carry the markers that
+    /// let the next start stop them after a crash (`orphans`), in a process group of their
+    /// own.
+    async fn nu(
+        &self,
+        id: EnvId,
+        code: &str,
+        ctx: &Value,
+        engine: &ContainerEngine,
+    ) -> (i32, String) {
         let script = format!("let params = ($env.ORCH_PARAMS | from json)\n{code}");
         let mut command = tokio::process::Command::new(&self.config.nu_binary);
         command
@@ -650,6 +676,9 @@ impl TestEnvService {
             .env("ORCH_PARAMS", ctx.to_string())
             .env("DOCKER_HOST", format!("unix://{}", engine.socket.display()))
             .env("PROVISIONING_MODULES", &self.config.modules_dir)
+            .env(crate::orphans::DATA_DIR_ENV, &self.config.data_dir)
+            .env(crate::orphans::TEST_ENV_ENV, id.to_string())
+            .process_group(0)
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true);
         crate::files::restore_umask(&mut command);
@@ -846,6 +875,56 @@ fn cluster_context(env: &TestEnv) -> Value {
         .map(|n| json!({"hostname": n.name, "role": n.role, "taskservs": n.taskservs}))
         .collect();
     json!({"name": env.name, "definition": topology_of(&env.request.env).name, "nodes": nodes})
+}
+
+/// The root cause a script's output gives: the message of the last Nushell error in it
+/// (the line after its `Error:` header and the `|` lines under it, joined into one line),
+/// else its last line that is not part of an error's frame.
+fn root_cause(output: &str) -> String {
+    let lines: Vec<&str> = output.lines().collect();
+    let message = lines
+        .iter()
+        .rposition(|l| l.starts_with("Error:"))
+        .and_then(|header| {
+            let start = header
+                + 1
+                + lines[header + 1..]
+                    .iter()
+                    .position(|l| !l.trim().is_empty())?;
+            let first = lines[start].trim_start();
+            let first = first
+                .strip_prefix("x ")
+                .or_else(|| first.strip_prefix("× "))?;
+            let mut parts = vec![first.trim()];
+            for line in &lines[start + 1..] {
+                let line = line.trim_start();
+                match line.strip_prefix('|').or_else(|| line.strip_prefix('│')) {
+                    Some(rest) => parts.push(rest.trim()),
+                    None => break,
+                }
+            }
+            Some(parts.join(" ").trim().to_string())
+        });
+    match message {
+        Some(message) if !message.is_empty() => message,
+        _ => lines
+            .iter()
+            .rev()
+            .map(|l| l.trim())
+            .find(|l| l.chars().any(char::is_alphanumeric) && !is_frame(l))
+            .unwrap_or("")
+            .to_string(),
+    }
+}
+
+/// Whether a line is part of the frame Nushell draws around an error's source.
+fn is_frame(line: &str) -> bool {
+    line.starts_with(",-[")
+        || line.starts_with("╭─[")
+        || line.starts_with('`')
+        || line.starts_with('╰')
+        || line.starts_with(':')
+        || line.chars().next().is_some_and(|c| c.is_ascii_digit()) && line.contains(" | ")
 }
 
 fn last_line(output: &str) -> String {

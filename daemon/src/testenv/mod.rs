@@ -8,10 +8,14 @@
 //!
 //! Durability: an environment's record is committed (through the engine's group
 //! committer, with the audit record of the request) before its containers are created,
-//! and after every stage. Every container and network carries the environment's id and
-//! this daemon instance's id as labels; at start the daemon removes what carries its
-//! labels but belongs to no live environment, deletes the environments that were being
-//! set up or tested when it stopped, and re-arms every time to live.
+//! after every stage, and as `deleting` before anything of it is removed. Every container
+//! and network carries the environment's id and this daemon instance's id as labels. At
+//! start the daemon stops the scripts a previous run left (environment markers), re-arms
+//! every time to live, and then, in the background while requests are served, finishes
+//! the deletions a crash interrupted, deletes the environments that were being set up or
+//! tested, and removes what carries its labels but belongs to no live environment,
+//! retrying until the engine answers; requests that need the engine are refused with the
+//! engine's problem until then.
 
 pub mod engine;
 mod lifecycle;
@@ -24,6 +28,13 @@ use std::time::Duration;
 
 use chrono::Utc;
 use orch_protocol::{Actor, DeleteReason, EnvId, EnvState, ErrorKind, ErrorReply, TestEnv};
+
+/// The first pause before recovery tries the engine again; it doubles up to the next.
+const RECOVERY_FIRST_RETRY: Duration = Duration::from_secs(1);
+/// The longest pause between two recovery attempts.
+const RECOVERY_MAX_RETRY: Duration = Duration::from_secs(5);
+/// How long a request waits for the first recovery attempt's outcome.
+const FIRST_ATTEMPT_WAIT: Duration = Duration::from_secs(2);
 
 use crate::audit::AuditRecord;
 use crate::engine::{Command, EngineHandle};
@@ -54,6 +65,19 @@ pub struct TestEnvService {
     busy: Mutex<HashSet<EnvId>>,
     /// Held while a creation checks the limit and records its environment.
     admission: tokio::sync::Mutex<()>,
+    /// Where the recovery of what a previous run left is.
+    recovery: tokio::sync::watch::Sender<Recovery>,
+}
+
+/// Where the recovery at start is.
+#[derive(Clone)]
+enum Recovery {
+    /// Its first attempt runs.
+    Running,
+    /// An attempt failed for this reason; it is retried.
+    Waiting(String),
+    /// Done: requests may use the engine.
+    Done,
 }
 
 impl TestEnvService {
@@ -71,6 +95,7 @@ impl TestEnvService {
             envs: Mutex::new(stored.into_iter().map(|e| (e.id, e)).collect()),
             busy: Mutex::new(HashSet::new()),
             admission: tokio::sync::Mutex::new(()),
+            recovery: tokio::sync::watch::Sender::new(Recovery::Running),
         }))
     }
 
@@ -188,64 +213,111 @@ impl TestEnvService {
         self.busy.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// After a restart: environments interrupted mid-setup or mid-test are deleted,
-    /// expired ones too, leftovers of this instance that belong to no live environment
-    /// are removed, and every remaining time to live is re-armed.
-    pub async fn recover(self: &Arc<Self>) {
-        let live: Vec<TestEnv> = self
-            .list()
-            .into_iter()
-            .filter(|e| !matches!(e.state, EnvState::Deleted { .. }))
-            .collect();
-        let engine = match ContainerEngine::connect().await {
-            Ok(engine) => engine,
-            Err(e) => {
-                // Interrupted ones expire at once; the expiry retries until the engine
-                // answers again.
-                for env in &live {
-                    let expires = if env.state.is_busy() {
-                        Utc::now()
-                    } else {
-                        env.expires_at
-                    };
-                    self.arm_ttl(env.id, expires);
-                }
-                if !live.is_empty() {
-                    tracing::warn!(error = %e, "cannot reach the container engine: test environments will be cleaned up when it answers");
-                }
-                return;
-            }
+    fn set_recovery(&self, recovery: Recovery) {
+        self.recovery.send_replace(recovery);
+    }
+
+    /// The engine for a client's request: refused with the engine's problem while what a
+    /// previous run left is not recovered yet (after waiting at most [`FIRST_ATTEMPT_WAIT`]
+    /// for the first attempt, so that a request right after start hears its outcome).
+    async fn engine_for_request(&self) -> Result<ContainerEngine, ErrorReply> {
+        let mut state = self.recovery.subscribe();
+        let _ = tokio::time::timeout(
+            FIRST_ATTEMPT_WAIT,
+            state.wait_for(|r| !matches!(r, Recovery::Running)),
+        )
+        .await;
+        let current = state.borrow().clone();
+        let pending = match &current {
+            Recovery::Done => None,
+            Recovery::Running => Some(format!(
+                "container engine not answering ({}) yet: the test environments of the previous run are being recovered; retry in a moment",
+                engine::target()
+            )),
+            Recovery::Waiting(problem) => Some(format!(
+                "{problem}; test environments are unavailable until it answers (the daemon keeps trying)"
+            )),
         };
-        for env in &live {
-            let reason = if env.state.is_busy() {
-                Some(DeleteReason::Interrupted)
-            } else if env.expires_at <= Utc::now() {
-                Some(DeleteReason::Expired)
-            } else {
-                None
-            };
-            match reason {
-                Some(reason) => {
-                    if let Err(e) = self.delete_env(None, env.id, reason).await {
-                        tracing::warn!(env = env.id, error = %e, "cannot delete a test environment; retrying");
-                        self.arm_ttl(env.id, Utc::now());
-                    }
-                }
+        if let Some(message) = pending {
+            return Err(ErrorReply::new(ErrorKind::Unavailable, message));
+        }
+        ContainerEngine::connect()
+            .await
+            .map_err(|e| ErrorReply::new(ErrorKind::Unavailable, e))
+    }
+
+    /// After a restart: the scripts a previous run left are stopped and every time to
+    /// live is re-armed at once; the rest of the recovery (which needs the engine) runs in
+    /// the background, so requests are served meanwhile.
+    pub fn recover(self: &Arc<Self>) {
+        let stopped = crate::orphans::kill_test_env_scripts(&self.config.data_dir);
+        if stopped > 0 {
+            tracing::warn!(
+                stopped,
+                "stopped test-environment scripts left by the previous run"
+            );
+        }
+        let mut doomed = Vec::new();
+        for env in self.list() {
+            match recovery_reason(&env) {
+                Some(reason) => doomed.push((env.id, reason)),
+                None if matches!(env.state, EnvState::Deleted { .. }) => {}
                 None => self.arm_ttl(env.id, env.expires_at),
             }
         }
-        self.remove_leftovers(&engine).await;
+        let service = self.clone();
+        tokio::spawn(async move { service.recover_until_done(doomed).await });
+    }
+
+    /// Retries [`Self::recover_once`] (pausing longer each time, up to a few seconds) until
+    /// it succeeds; meanwhile requests that need the engine are refused with its problem.
+    async fn recover_until_done(self: Arc<Self>, mut doomed: Vec<(EnvId, DeleteReason)>) {
+        let mut pause = RECOVERY_FIRST_RETRY;
+        let mut attempts = 0u32;
+        loop {
+            attempts += 1;
+            match self.recover_once(&mut doomed).await {
+                Ok(()) => {
+                    self.set_recovery(Recovery::Done);
+                    tracing::info!(attempts, "test environments recovered");
+                    return;
+                }
+                Err(problem) => {
+                    if attempts == 1 {
+                        tracing::warn!(%problem, "cannot recover test environments yet; retrying until the container engine answers");
+                    }
+                    self.set_recovery(Recovery::Waiting(problem));
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(RECOVERY_MAX_RETRY);
+                }
+            }
+        }
+    }
+
+    /// One attempt: deletes the environments in `doomed` (removing each once done), then
+    /// the leftovers of this instance.
+    async fn recover_once(
+        self: &Arc<Self>,
+        doomed: &mut Vec<(EnvId, DeleteReason)>,
+    ) -> Result<(), String> {
+        let engine = ContainerEngine::connect().await?;
+        while let Some(&(id, reason)) = doomed.first() {
+            let deleted = self
+                .get(id)
+                .is_ok_and(|e| matches!(e.state, EnvState::Deleted { .. }));
+            if !deleted {
+                self.delete_env(None, id, reason)
+                    .await
+                    .map_err(|e| e.message)?;
+            }
+            doomed.remove(0);
+        }
+        self.remove_leftovers(&engine).await
     }
 
     /// Removes containers and networks of this instance whose environment is not live.
-    async fn remove_leftovers(&self, engine: &ContainerEngine) {
-        let (containers, networks) = match engine.labelled(DAEMON_LABEL, &self.instance).await {
-            Ok(found) => found,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot look for leftover test containers");
-                return;
-            }
-        };
+    async fn remove_leftovers(&self, engine: &ContainerEngine) -> Result<(), String> {
+        let (containers, networks) = engine.labelled(DAEMON_LABEL, &self.instance).await?;
         let live: HashSet<String> = self
             .list()
             .into_iter()
@@ -255,13 +327,19 @@ impl TestEnvService {
         let orphaned = |labels: &HashMap<String, String>| {
             labels.get(ENV_LABEL).is_none_or(|id| !live.contains(id))
         };
+        let mut errors = Vec::new();
         for (name, _) in containers.iter().filter(|(_, l)| orphaned(l)) {
             tracing::warn!(container = %name, "removing a leftover test container");
-            let _ = engine.remove_container(name).await;
+            errors.extend(engine.remove_container(name).await.err());
         }
         for (name, _) in networks.iter().filter(|(_, l)| orphaned(l)) {
             tracing::warn!(network = %name, "removing a leftover test network");
-            let _ = engine.remove_network(name).await;
+            errors.extend(engine.remove_network(name).await.err());
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors.join("; "))
         }
     }
 
@@ -291,6 +369,18 @@ impl TestEnvService {
                 }
             }
         });
+    }
+}
+
+/// Why recovery deletes `env`: a deletion it was in, an interruption of its setup or
+/// tests, or its time to live; `None` when it stays (or is already deleted).
+fn recovery_reason(env: &TestEnv) -> Option<DeleteReason> {
+    match &env.state {
+        EnvState::Deleted { .. } => None,
+        EnvState::Deleting { reason, .. } => Some(*reason),
+        state if state.is_busy() => Some(DeleteReason::Interrupted),
+        _ if env.expires_at <= Utc::now() => Some(DeleteReason::Expired),
+        _ => None,
     }
 }
 

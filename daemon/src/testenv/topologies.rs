@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use orch_protocol::{ManifestProblem, TopologiesReport, Topology};
+use orch_protocol::{ErrorKind, ErrorReply, ManifestProblem, TopologiesReport, Topology};
 
 use crate::extensions::Registry;
 
@@ -43,6 +43,28 @@ fn read(path: &Path) -> Result<Topology, String> {
     }
     check(&topology)?;
     Ok(topology)
+}
+
+/// Refuses a name from a request that is not a plain name (it may end up in a path, a
+/// container name or a script's context): 1 to 63 letters, digits, '-', '_' or '.', not
+/// starting with '.' or '-' (so no '/', no '..', no absolute path).
+pub fn plain_name(field: &str, name: &str) -> Result<(), ErrorReply> {
+    let plain = (1..=63).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && !name.starts_with(['.', '-']);
+    if plain {
+        return Ok(());
+    }
+    Err(ErrorReply::field(
+        ErrorKind::BadRequest,
+        field,
+        format!(
+            "`{field}` is `{}`: not a plain name (1 to 63 letters, digits, '-', '_' or '.', not starting with '.' or '-'; no '/')",
+            name.escape_debug()
+        ),
+    ))
 }
 
 /// Checks a topology on its own: nodes present, names unique and usable as hostnames,

@@ -16,6 +16,8 @@ pub struct EnvById {
     description: &'static str,
     request: fn(u64) -> Request,
     example: (&'static str, &'static str),
+    /// A failed environment in the answer is an error (the command made it fail).
+    failure_is_error: bool,
 }
 
 /// `orch test env show`
@@ -27,17 +29,19 @@ pub const SHOW: EnvById = EnvById {
         "orch test env show 7 | get nodes",
         "The nodes of environment 7",
     ),
+    failure_is_error: false,
 };
 
 /// `orch test env run`
 pub const RUN: EnvById = EnvById {
     name: "orch test env run",
-    description: "Run an environment's tests (each taskserv's test script on its node), starting it first if it was only created. A result per test: exit code, output, duration.",
+    description: "Run an environment's tests (each taskserv's test script on its node), starting it first if it was only created. A result per test: exit code, output, duration. A failed start or failed tests are an error naming the stage, the node and the cause.",
     request: |id| Request::EnvRun { id },
     example: (
         "orch test env run 7 | get results | select node taskserv passed duration_ms",
         "Test environment 7",
     ),
+    failure_is_error: true,
 };
 
 /// `orch test env delete`
@@ -46,6 +50,7 @@ pub const DELETE: EnvById = EnvById {
     description: "Delete a test environment's containers and network.",
     request: |id| Request::EnvDelete { id },
     example: ("orch test env delete 7", "Delete environment 7"),
+    failure_is_error: false,
 };
 
 impl SimplePluginCommand for EnvById {
@@ -87,6 +92,9 @@ impl SimplePluginCommand for EnvById {
             .call(engine, &(self.request)(id))
             .map_err(|e| labeled(e, call.head, &[("id", id_arg.span)]))?;
         match answer {
+            Response::Env(env) if self.failure_is_error => {
+                testenv_values::env_or_failure(&env, call.head)
+            }
             Response::Env(env) => Ok(testenv_values::env(&env, call.head)),
             other => Err(unexpected(other, call.head)),
         }

@@ -24,7 +24,7 @@ impl SimplePluginCommand for TestEnvCreate {
     }
 
     fn extra_description(&self) -> &str {
-        "With --auto-start the taskservs are installed and probed until ready; with --auto-cleanup the tests run and the environment is deleted afterwards (its results and diagnostics stay). Returns once the environment is settled."
+        "With --auto-start the taskservs are installed and probed until ready; with --auto-cleanup the tests run and the environment is deleted afterwards (its results and diagnostics stay). Returns once the environment is settled; an environment that failed (set up or tests) is an error naming the stage, the node and the cause (`orch test env show ID` has its diagnostics)."
     }
 
     fn signature(&self) -> Signature {
@@ -113,7 +113,7 @@ impl SimplePluginCommand for TestEnvCreate {
                 labeled(e, call.head, &spans)
             })?;
         match answer {
-            Response::Env(env) => Ok(testenv_values::env(&env, call.head)),
+            Response::Env(env) => testenv_values::env_or_failure(&env, call.head),
             other => Err(unexpected(other, call.head)),
         }
     }

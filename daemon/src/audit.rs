@@ -14,8 +14,8 @@ use sha2::{Digest, Sha256};
 /// The previous hash of the first entry.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
-/// What replaces a secret in recorded parameters.
-const REDACTED: &str = "[redacted]";
+/// What replaces a secret in recorded parameters (and in what readers below admin see).
+pub const REDACTED: &str = "[redacted]";
 
 /// A change to record; the store numbers, timestamps and seals it at commit.
 #[derive(Debug, Clone)]
@@ -183,13 +183,17 @@ pub fn verify(
 }
 
 /// Replaces the values of secret-looking keys (password, secret, token, key, credential)
-/// anywhere in `value`.
+/// anywhere in `value`, and in an `env` list of `NAME=value` strings (as in a container's
+/// inspect output) the values of secret-looking names.
 pub fn redact(value: &mut serde_json::Value) {
     match value {
         serde_json::Value::Object(map) => {
             for (key, item) in map.iter_mut() {
                 if is_secret_name(key) {
                     *item = serde_json::Value::String(REDACTED.into());
+                } else if key.eq_ignore_ascii_case("env") {
+                    redact_env_list(item);
+                    redact(item);
                 } else {
                     redact(item);
                 }
@@ -200,7 +204,23 @@ pub fn redact(value: &mut serde_json::Value) {
     }
 }
 
-fn is_secret_name(key: &str) -> bool {
+/// In a list of `NAME=value` strings, the values of secret-looking names.
+fn redact_env_list(list: &mut serde_json::Value) {
+    let Some(items) = list.as_array_mut() else {
+        return;
+    };
+    for item in items {
+        let Some((name, _)) = item.as_str().and_then(|s| s.split_once('=')) else {
+            continue;
+        };
+        if is_secret_name(name) {
+            *item = serde_json::Value::String(format!("{name}={REDACTED}"));
+        }
+    }
+}
+
+/// True for a name that looks like it holds a secret (the rule for params and env).
+pub fn is_secret_name(key: &str) -> bool {
     let key = key.to_ascii_lowercase();
     [
         "password",
@@ -275,6 +295,12 @@ mod tests {
         assert_eq!(
             params,
             json!({"env": {"DB_PASSWORD": "[redacted]", "HOME": "/root"}, "params": [{"apiToken": "[redacted]"}]})
+        );
+        let mut inspect = json!({"Config": {"Env": ["PATH=/bin", "API_TOKEN=abc=def"]}});
+        redact(&mut inspect);
+        assert_eq!(
+            inspect,
+            json!({"Config": {"Env": ["PATH=/bin", "API_TOKEN=[redacted]"]}})
         );
     }
 }

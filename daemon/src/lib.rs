@@ -3,6 +3,7 @@
 //! Layout:
 //! - [`config`]: command-line flags.
 //! - [`audit`]: the hash-chained audit log of every change request.
+//! - [`redact`]: secrets hidden from readers below admin, on every interface.
 //! - [`socket`]: binding the owner-only Unix socket, with stale-socket detection.
 //! - [`server`]: the accept loop, the handshake, and one handler per request kind
 //!   (`server/handlers/`).
@@ -34,6 +35,7 @@ pub mod http;
 pub mod logging;
 pub mod metrics;
 pub mod orphans;
+pub mod redact;
 pub mod runner;
 pub mod server;
 pub mod shutdown;

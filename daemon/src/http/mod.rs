@@ -16,7 +16,7 @@ use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use http_body_util::BodyExt;
 use orch_protocol::{Actor, ErrorKind, ErrorReply};
 use tokio::sync::Semaphore;
@@ -75,6 +75,7 @@ pub fn router(ctx: Arc<Context>, tokens: Arc<Tokens>, metrics: Arc<Metrics>, ope
             "/auth/tokens",
             get(routes::tokens).post(routes::token_create),
         )
+        .route("/auth/tokens/{id}", delete(routes::token_revoke))
         .route("/metrics", get(serve_metrics))
         .layer(axum::Extension(tokens))
         .layer(middleware::from_fn_with_state(
@@ -239,6 +240,7 @@ async fn authenticate(State(shim): State<Shim>, mut request: Request, next: Next
             name: "anonymous".into(),
             role: Role::Admin,
             token: String::new(),
+            created_at: None,
         },
         (None, false) => {
             return unauthorized(
@@ -271,6 +273,7 @@ async fn authenticate(State(shim): State<Shim>, mut request: Request, next: Next
             uid: crate::socket::owner_uid(),
             interface: format!("http (token {}, {})", token.name, token.role.as_str()),
         },
+        role: token.role,
     });
     request.extensions_mut().insert(shim.metrics.clone());
     next.run(request).await

@@ -12,14 +12,15 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response as HttpResponse};
 use futures_util::Stream;
 use orch_protocol::{
-    Actor, AuditFilter, ClusterRequest, EnvRequest, ErrorKind, Response, ServersRequest,
-    TaskFilter, TaskStatus, TaskservRequest, WorkflowRequest, WorkflowSubmitted,
+    Actor, AuditFilter, ClusterRequest, EnvRequest, ErrorKind, ErrorReply, Response,
+    ServersRequest, TaskFilter, TaskStatus, TaskservRequest, WorkflowRequest, WorkflowSubmitted,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::auth::Role;
+use super::auth::{Role, TokenError, TokenSummary, Tokens};
 use super::error::ApiError;
+use crate::redact;
 use crate::server::Context;
 use crate::server::handlers as h;
 
@@ -28,6 +29,8 @@ use crate::server::handlers as h;
 pub struct Caller {
     /// For the audit log.
     pub actor: Actor,
+    /// What the token may do (and see: secrets are redacted below admin).
+    pub role: Role,
 }
 
 type Ctx = State<Arc<Context>>;
@@ -57,7 +60,13 @@ fn ok(response: Response) -> Answer {
     Ok(Json(payload(response)).into_response())
 }
 
-fn created(response: Response) -> Answer {
+/// A record answer as `caller` may see it (secrets redacted below admin).
+fn ok_for(caller: &Caller, response: Response) -> Answer {
+    ok(redact::for_role(caller.role, &response).into_owned())
+}
+
+fn created_for(caller: &Caller, response: Response) -> Answer {
+    let response = redact::for_role(caller.role, &response).into_owned();
     Ok((StatusCode::CREATED, Json(payload(response))).into_response())
 }
 
@@ -76,7 +85,11 @@ pub struct TasksQuery {
 }
 
 /// `GET /tasks`
-pub async fn tasks(State(ctx): Ctx, query: Result<Query<TasksQuery>, QueryRejection>) -> Answer {
+pub async fn tasks(
+    State(ctx): Ctx,
+    Extension(caller): Extension<Caller>,
+    query: Result<Query<TasksQuery>, QueryRejection>,
+) -> Answer {
     let Query(query) = query?;
     let mut status = Vec::new();
     for name in query.status.iter().flat_map(|s| s.split(',')) {
@@ -93,20 +106,23 @@ pub async fn tasks(State(ctx): Ctx, query: Result<Query<TasksQuery>, QueryReject
         label: query.label,
         limit: query.limit,
     };
-    Ok(
-        Json(serde_json::to_value(h::list::handle(&ctx, &filter)?).unwrap_or_default())
-            .into_response(),
-    )
+    let tasks = h::list::handle(&ctx, &filter)?;
+    let tasks = redact::for_role(caller.role, &tasks);
+    Ok(Json(serde_json::to_value(&*tasks).unwrap_or_default()).into_response())
 }
 
 /// `GET /tasks/{id}`: a task, or the workflow with that id (workflow ids come from the
 /// same sequence, so the `task_id` a workflow submission answers with works here).
-pub async fn task(State(ctx): Ctx, id: Result<Path<u64>, PathRejection>) -> Answer {
+pub async fn task(
+    State(ctx): Ctx,
+    Extension(caller): Extension<Caller>,
+    id: Result<Path<u64>, PathRejection>,
+) -> Answer {
     let Path(id) = id?;
     match h::get::handle(&ctx, id) {
-        Ok(response) => ok(response),
+        Ok(response) => ok_for(&caller, response),
         Err(e) if e.kind == ErrorKind::NotFound => match h::workflows::get(&ctx, id) {
-            Ok(response) => ok(response),
+            Ok(response) => ok_for(&caller, response),
             Err(_) => Err(e.into()),
         },
         Err(e) => Err(e.into()),
@@ -115,7 +131,8 @@ pub async fn task(State(ctx): Ctx, id: Result<Path<u64>, PathRejection>) -> Answ
 
 /// A workflow submission's answer: the workflow (201) with `task_id`, or its plan (200).
 async fn submit(ctx: &Context, caller: Caller, request: WorkflowRequest) -> Answer {
-    match h::workflow_submit::submit(ctx, caller.actor, request).await? {
+    let submitted = h::workflow_submit::submit(ctx, caller.actor, request).await?;
+    match redact::for_role(caller.role, &submitted).into_owned() {
         WorkflowSubmitted::Planned(plan) => {
             Ok(Json(json!({"check_mode": true, "plan": plan})).into_response())
         }
@@ -167,18 +184,23 @@ pub async fn env_create(
     body: Result<Json<EnvRequest>, JsonRejection>,
 ) -> Answer {
     let Json(request) = body?;
-    created(h::test_envs::create(&ctx, caller.actor, request).await?)
+    let actor = caller.actor.clone();
+    created_for(&caller, h::test_envs::create(&ctx, actor, request).await?)
 }
 
 /// `GET /test/environments`
-pub async fn envs(State(ctx): Ctx) -> Answer {
-    ok(h::test_envs::list(&ctx))
+pub async fn envs(State(ctx): Ctx, Extension(caller): Extension<Caller>) -> Answer {
+    ok_for(&caller, h::test_envs::list(&ctx))
 }
 
 /// `GET /test/environments/{id}`
-pub async fn env(State(ctx): Ctx, id: Result<Path<u64>, PathRejection>) -> Answer {
+pub async fn env(
+    State(ctx): Ctx,
+    Extension(caller): Extension<Caller>,
+    id: Result<Path<u64>, PathRejection>,
+) -> Answer {
     let Path(id) = id?;
-    ok(h::test_envs::get(&ctx, id)?)
+    ok_for(&caller, h::test_envs::get(&ctx, id)?)
 }
 
 /// `POST /test/environments/{id}/run`
@@ -188,7 +210,8 @@ pub async fn env_run(
     id: Result<Path<u64>, PathRejection>,
 ) -> Answer {
     let Path(id) = id?;
-    ok(h::test_envs::run(&ctx, caller.actor, id).await?)
+    let actor = caller.actor.clone();
+    ok_for(&caller, h::test_envs::run(&ctx, actor, id).await?)
 }
 
 /// `DELETE /test/environments/{id}`
@@ -198,7 +221,8 @@ pub async fn env_delete(
     id: Result<Path<u64>, PathRejection>,
 ) -> Answer {
     let Path(id) = id?;
-    ok(h::test_envs::delete(&ctx, caller.actor, id).await?)
+    let actor = caller.actor.clone();
+    ok_for(&caller, h::test_envs::delete(&ctx, actor, id).await?)
 }
 
 /// `GET /test/environments/{id}/logs`: the environment's log as text.
@@ -366,50 +390,84 @@ pub struct NewToken {
     role: Role,
 }
 
-/// `GET /auth/tokens`: names and roles.
-pub async fn tokens(Extension(tokens): Extension<Arc<super::auth::Tokens>>) -> Answer {
-    let list: Vec<Value> = tokens
-        .list()
-        .into_iter()
-        .map(|(name, role)| json!({"name": name, "role": role}))
-        .collect();
-    Ok(Json(Value::Array(list)).into_response())
+/// `GET /auth/tokens`: every token's id, name, role and creation time, never a secret.
+pub async fn tokens(Extension(tokens): Extension<Arc<Tokens>>) -> Answer {
+    Ok(Json(tokens.list()).into_response())
 }
 
 /// `POST /auth/tokens`: makes a token (its secret is shown once).
 pub async fn token_create(
     State(ctx): Ctx,
     Extension(caller): Extension<Caller>,
-    Extension(tokens): Extension<Arc<super::auth::Tokens>>,
+    Extension(tokens): Extension<Arc<Tokens>>,
     body: Result<Json<NewToken>, JsonRejection>,
 ) -> Answer {
     let Json(request) = body?;
     if request.name.trim().is_empty() {
-        return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
+        return Err(ApiError::from(ErrorReply::field(
             ErrorKind::BadRequest,
+            "name",
             "`name` is empty",
-        ));
+        )));
     }
-    let token = tokens.create(&request.name, request.role).map_err(|e| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            ErrorKind::Internal,
-            e.to_string(),
-        )
-    })?;
+    let token = tokens
+        .create(&request.name, request.role)
+        .map_err(token_error)?;
+    let summary = token.summary();
+    audit_token(&ctx, caller, "token_create", &summary).await?;
+    let mut body = serde_json::to_value(&summary).unwrap_or_default();
+    body["token"] = Value::String(token.token);
+    Ok((StatusCode::CREATED, Json(body)).into_response())
+}
+
+/// `DELETE /auth/tokens/{id}`: revokes a token at once (refused for the last admin token).
+pub async fn token_revoke(
+    State(ctx): Ctx,
+    Extension(caller): Extension<Caller>,
+    Extension(tokens): Extension<Arc<Tokens>>,
+    Path(id): Path<String>,
+) -> Answer {
+    let summary = tokens.revoke(&id).map_err(token_error)?.summary();
+    audit_token(&ctx, caller, "token_revoke", &summary).await?;
+    Ok(Json(summary).into_response())
+}
+
+/// Records a token change in the audit log (the token's id, name and role; no secret).
+async fn audit_token(
+    ctx: &Context,
+    caller: Caller,
+    action: &'static str,
+    token: &TokenSummary,
+) -> Result<(), ApiError> {
     let record = crate::audit::AuditRecord::new(
         caller.actor,
-        "token_create",
-        json!({"name": token.name, "role": token.role}),
-        Ok(format!("token {} ({})", token.name, token.role.as_str())),
+        action,
+        json!({"id": token.id, "name": token.name, "role": token.role}),
+        Ok(format!(
+            "token {} ({}, {})",
+            token.name,
+            token.id,
+            token.role.as_str()
+        )),
     );
     ctx.engine
         .request(|reply| crate::engine::Command::Audit { record, reply })
         .await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({"name": token.name, "role": token.role, "token": token.token})),
-    )
-        .into_response())
+    Ok(())
+}
+
+/// A token failure as an error answer naming the field.
+fn token_error(e: TokenError) -> ApiError {
+    let kind = match &e {
+        TokenError::NotFound(_) => ErrorKind::NotFound,
+        TokenError::LastAdmin(_) => ErrorKind::Conflict,
+        TokenError::Random(_) | TokenError::Io(_) => ErrorKind::Internal,
+    };
+    let reply = match &e {
+        TokenError::NotFound(_) | TokenError::LastAdmin(_) => {
+            ErrorReply::field(kind, "id", e.to_string())
+        }
+        _ => ErrorReply::new(kind, e.to_string()),
+    };
+    reply.into()
 }

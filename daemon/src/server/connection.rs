@@ -135,9 +135,10 @@ impl Connection {
         ))
     }
 
-    /// Sends one response.
+    /// Sends one response, with its secrets redacted unless the peer is an admin.
     pub async fn send(&mut self, response: &Response) -> std::io::Result<()> {
-        self.send_json(response).await
+        let response = crate::redact::for_role(self.role, response);
+        self.send_json(&*response).await
     }
 
     /// Sends any serializable value as one frame.
@@ -162,12 +163,14 @@ impl Connection {
     }
 
     /// Sends a task list in parts of at most about [`TASKS_PART_BYTES`] of JSON each, so
-    /// that no frame nears the limit however long the list is.
+    /// that no frame nears the limit however long the list is; secrets are redacted
+    /// unless the peer is an admin.
     pub async fn send_tasks(&mut self, tasks: &[Task]) -> std::io::Result<()> {
         let mut part: Vec<u8> = Vec::new();
         let mut count = 0;
         for task in tasks {
-            let body = serde_json::to_vec(task).map_err(std::io::Error::other)?;
+            let task = crate::redact::for_role(self.role, task);
+            let body = serde_json::to_vec(&*task).map_err(std::io::Error::other)?;
             if count > 0 && part.len() + body.len() > TASKS_PART_BYTES {
                 self.send_tasks_part(&part, true).await?;
                 part.clear();

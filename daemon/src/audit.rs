@@ -200,7 +200,8 @@ pub fn redact(value: &mut serde_json::Value) {
     }
 }
 
-fn is_secret_name(key: &str) -> bool {
+/// Whether a key names a secret (password, secret, token, credential, API or private key).
+pub fn is_secret_name(key: &str) -> bool {
     let key = key.to_ascii_lowercase();
     [
         "password",

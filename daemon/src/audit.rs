@@ -219,7 +219,7 @@ fn redact_env_list(list: &mut serde_json::Value) {
     }
 }
 
-/// True for a name that looks like it holds a secret (the rule for params and env).
+/// Whether a key names a secret (password, secret, token, credential, API or private key).
 pub fn is_secret_name(key: &str) -> bool {
     let key = key.to_ascii_lowercase();
     [

@@ -848,3 +848,182 @@ fn base64(text: &str) -> String {
     }
     out
 }
+
+/// A port nothing listens on now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `GET path` on the daemon's HTTP shim with the admin token: the body.
+fn admin_get(daemon: &orch_e2e::Daemon, port: u16, path: &str) -> String {
+    let tokens: Value = serde_json::from_str(
+        &std::fs::read_to_string(daemon.data_dir().join("tokens.json")).unwrap(),
+    )
+    .unwrap();
+    let admin = tokens["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["role"] == "admin")
+        .expect("an admin token")["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = Command::new("curl")
+        .args(["-s", "--max-time", "60", "-H"])
+        .arg(format!("Authorization: Bearer {admin}"))
+        .arg(format!("http://127.0.0.1:{port}{path}"))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Workflows through the real daemon against the stand-in, with the credentials in the
+/// infra's settings: workflow A creates up-01 (UpCloud) and ec2-01 (EC2); workflow B
+/// names them too, creates up-02 and ec2-02, fails and rolls back. B's rollback deletes
+/// only up-02 and ec2-02. The credentials authenticate every request, yet no task record
+/// (`orch task`, `GET /tasks/N` as admin, `orch workflow show`) holds them.
+#[test]
+fn workflow_rollbacks_delete_only_their_own_cloud_servers_and_credentials_stay_out_of_records() {
+    let standin = Standin::start(&[]);
+    let port = free_port();
+    let daemon = orch_e2e::Daemon::start(&["--port", &port.to_string()]);
+    let dir = daemon.dir().join("infra/cloud");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut upcloud = upcloud_settings(&standin);
+    upcloud["username"] = json!(UPCLOUD_USERNAME);
+    upcloud["password"] = json!(UPCLOUD_PASSWORD);
+    let mut aws = aws_settings(&standin);
+    aws["aws_access_key_id"] = json!(AWS_ACCESS_KEY_ID);
+    aws["aws_secret_access_key"] = json!(AWS_SECRET_ACCESS_KEY);
+    let settings = json!({
+        "name": "cloud",
+        "provider": "upcloud",
+        "provider_settings": {"upcloud": upcloud, "aws": aws},
+        "servers": [
+            {"hostname": "up-01"}, {"hostname": "up-02"},
+            {"hostname": "ec2-01", "provider": "aws"}, {"hostname": "ec2-02", "provider": "aws"},
+        ],
+    });
+    std::fs::write(dir.join("settings.json"), settings.to_string()).unwrap();
+    let nu = daemon.nu();
+    let explain = |nu: &orch_e2e::Nu| {
+        nu.try_run("orch tasks | each {|t| $'--- task ($t.id) ($t.status)\n(orch logs $t.id)' } | str join")
+            .unwrap_or_else(|e| e)
+    };
+
+    let a = nu
+        .json("orch workflow submit servers up-01 ec2-01 --infra cloud --wait | select id status");
+    assert_eq!(a["status"], "succeeded", "{a}\n{}", explain(&nu));
+    let b = json!({"name": "b", "rollback_enabled": true, "operations": [
+        {"id": "up", "type": "server_create", "servers": ["up-01", "up-02"]},
+        {"id": "ec2", "type": "server_create", "servers": ["ec2-01", "ec2-02"]},
+        {"id": "boom", "type": "nu", "nu": "error make {msg: 'boom'}", "dependencies": ["up", "ec2"]},
+    ]});
+    let done = nu.json(&format!(
+        "'{b}' | from json | orch workflow submit batch --infra cloud --wait | select id status"
+    ));
+    assert_eq!(done["status"], "rolled_back", "{done}\n{}", explain(&nu));
+
+    // Every request authenticated with the settings' credentials.
+    let requests = standin.requests();
+    for r in requests.iter().filter(|r| r["api"] != "control") {
+        assert!(
+            r["status"].as_u64().unwrap() < 400 || r["error_code"] == "InvalidInstanceID.NotFound",
+            "{r}"
+        );
+    }
+    // B's rollback deleted only what B created.
+    let upcloud_created: Vec<(String, String)> = requests
+        .iter()
+        .filter(|r| r["method"] == "POST" && r["path"] == "/1.3/server")
+        .map(|r| {
+            let body: Value = serde_json::from_str(r["body"].as_str().unwrap()).unwrap();
+            let labels = body["server"]["labels"]["label"]
+                .as_array()
+                .unwrap()
+                .clone();
+            let mark = labels
+                .iter()
+                .find(|l| l["key"] == "provisioning-created-by")
+                .unwrap()["value"]
+                .clone();
+            (
+                body["server"]["hostname"].as_str().unwrap().to_string(),
+                mark.as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        upcloud_created,
+        [
+            ("up-01".into(), format!("{}/create:up-01", a["id"])),
+            ("up-02".into(), format!("{}/up", done["id"]))
+        ]
+    );
+    let deleted: Vec<&str> = requests
+        .iter()
+        .filter(|r| r["method"] == "DELETE")
+        .map(|r| r["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(deleted.len(), 1, "{deleted:?}");
+    let terminated: Vec<String> = requests
+        .iter()
+        .filter(|r| {
+            r["body"]
+                .as_str()
+                .unwrap_or("")
+                .contains("Action=TerminateInstances")
+        })
+        .map(|r| r["body"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(terminated.len(), 1, "{terminated:?}");
+    let left = nu_json(
+        standin.dir(),
+        &(prelude(
+            "upcloud",
+            upcloud_settings(&standin),
+            json!({"hostname": "up-01"}),
+        ) + "[up-01 up-02] | each {|h| server-status {hostname: $h} | get state }"),
+        UPCLOUD_BASIC,
+    );
+    assert_eq!(left, json!(["started", "missing"]));
+    let left = nu_json(
+        standin.dir(),
+        &(prelude("aws", aws_settings(&standin), json!({"hostname": "ec2-01"}))
+            + "[ec2-01 ec2-02] | each {|h| server-status {hostname: $h} | get state }"),
+        AWS_CREDENTIALS,
+    );
+    assert_eq!(left, json!(["running", "missing"]));
+
+    // No record holds a credential.
+    let tasks = nu.run("orch tasks | get id | each {|id| orch task $id } | to json --raw");
+    let workflows =
+        nu.run("orch workflow list | get id | each {|id| orch workflow show $id } | to json --raw");
+    let ids: Vec<u64> =
+        serde_json::from_str::<Vec<Value>>(&nu.run("orch tasks | get id | to json --raw"))
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+    // A: two steps; B: three steps and two compensations.
+    assert_eq!(ids.len(), 7, "{ids:?}");
+    let http: String = ids
+        .iter()
+        .map(|id| admin_get(&daemon, port, &format!("/tasks/{id}")))
+        .collect();
+    assert!(http.contains("\"$secret\""), "{http}");
+    for (what, text) in [
+        ("orch task", &tasks),
+        ("orch workflow show", &workflows),
+        ("GET /tasks/N", &http),
+    ] {
+        for secret in [UPCLOUD_PASSWORD, AWS_SECRET_ACCESS_KEY] {
+            assert!(!text.contains(secret), "{what} shows {secret}: {text}");
+        }
+    }
+}

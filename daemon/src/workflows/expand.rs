@@ -11,8 +11,8 @@ use orch_protocol::{
 use serde_json::{Value, json};
 
 use super::infra::{Infra, Server};
-use super::snippets;
 use super::{Draft, DraftStep};
+use super::{secrets, snippets};
 use crate::extensions::Registry;
 
 /// How long a generated provider or taskserv step may run.
@@ -55,12 +55,20 @@ fn empty_draft(name: String, kind: WorkflowKind) -> Draft {
     }
 }
 
-/// A generated Nushell step running `code` with the context `ctx`.
-fn nu_step(code: String, ctx: Value, cwd: &Path, sources: &Sources) -> TaskSpec {
+/// A generated Nushell step of `infra` running `code` with the context `ctx`. The
+/// context's secrets become references into the infra's settings file, which the step
+/// resolves when it runs (see [`secrets`]).
+fn nu_step(code: String, mut ctx: Value, infra: &Infra, sources: &Sources) -> TaskSpec {
+    secrets::reference(&mut ctx, &infra.settings);
+    if let Some(context) = ctx.get_mut("infra").and_then(Value::as_object_mut) {
+        context.insert("settings_file".into(), json!(infra.settings_file));
+    }
     let mut spec = TaskSpec::command("nu", Vec::new());
-    spec.kind = TaskKind::Nu { code };
+    spec.kind = TaskKind::Nu {
+        code: format!("{}{code}", secrets::RESOLVE_NU),
+    };
     spec.params = ctx;
-    spec.cwd = Some(cwd.to_path_buf());
+    spec.cwd = Some(infra.dir.clone());
     spec.timeout_ms = Some(STEP_TIMEOUT_MS);
     spec.env.insert(
         "PROVISIONING_MODULES".into(),
@@ -121,13 +129,13 @@ fn create_step(server: &Server, infra: &Infra, sources: &Sources) -> Result<Draf
         spec: nu_step(
             snippets::create_servers(&module),
             ctx.clone(),
-            &infra.dir,
+            infra,
             sources,
         ),
         rollback: Some(nu_step(
             snippets::delete_servers(&module),
             ctx,
-            &infra.dir,
+            infra,
             sources,
         )),
         dependencies: Vec::new(),
@@ -250,16 +258,13 @@ fn install_steps(
         if with_check {
             scripts.extend(script(t, "check"));
         }
-        let plan = [(
-            t.name.clone(),
-            scripts.iter().map(PathBuf::as_path).collect(),
-        )];
+        let plan = [(*t, scripts.iter().map(PathBuf::as_path).collect())];
         let rollback = script(t, "rollback").map(|r| {
-            let plan = [(t.name.clone(), vec![r.as_path()])];
+            let plan = [(*t, vec![r.as_path()])];
             nu_step(
-                snippets::run_taskserv_scripts(&module, &plan),
+                snippets::rollback_taskservs(&module, &plan),
                 ctx.clone(),
-                &infra.dir,
+                infra,
                 sources,
             )
         });
@@ -273,9 +278,9 @@ fn install_steps(
         steps.push(DraftStep {
             description: format!("install {} {} on {}", t.name, t.version, server.hostname),
             spec: nu_step(
-                snippets::run_taskserv_scripts(&module, &plan),
+                snippets::install_taskservs(&module, &plan),
                 ctx,
-                &infra.dir,
+                infra,
                 sources,
             ),
             rollback,
@@ -450,7 +455,7 @@ fn cluster(r: &ClusterRequest, sources: &Sources) -> Result<Draft, String> {
             spec: nu_step(
                 snippets::run_taskserv_scripts(&module, &plan),
                 ctx,
-                &infra.dir,
+                &infra,
                 sources,
             ),
             rollback: None,
@@ -468,7 +473,7 @@ fn cluster(r: &ClusterRequest, sources: &Sources) -> Result<Draft, String> {
         let code = snippets::cluster_setup(&module, &definition.dir.join(setup));
         draft.steps.push(DraftStep {
             description: format!("set up cluster {}", definition.name),
-            spec: nu_step(code, ctx, &infra.dir, sources),
+            spec: nu_step(code, ctx, &infra, sources),
             rollback: None,
             dependencies: creates
                 .into_iter()
@@ -513,9 +518,11 @@ fn batch(r: &BatchRequest, sources: &Sources) -> Result<Draft, String> {
 }
 
 /// Script lists as the borrowed form the snippets take.
-fn as_plan(plan: &[(String, Vec<PathBuf>)]) -> Vec<(String, Vec<&Path>)> {
+fn as_plan<'t>(
+    plan: &'t [(&'t TaskservInfo, Vec<PathBuf>)],
+) -> Vec<(&'t TaskservInfo, Vec<&'t Path>)> {
     plan.iter()
-        .map(|(n, s)| (n.clone(), s.iter().map(PathBuf::as_path).collect()))
+        .map(|(t, s)| (*t, s.iter().map(PathBuf::as_path).collect()))
         .collect()
 }
 
@@ -643,28 +650,28 @@ fn infra_operation(
             .ok_or("a taskserv operation needs `taskserv`")?;
         let order = install_order(std::slice::from_ref(name), sources.registry)?;
         merge(&mut ctx, &json!({"taskservs": taskservs_context(&order)}));
-        let install: Vec<(String, Vec<PathBuf>)> = order
+        let install: Vec<(&TaskservInfo, Vec<PathBuf>)> = order
             .iter()
             .map(|t| {
                 let mut s = vec![script(t, "install").expect("install is required")];
                 s.extend(script(t, "check"));
-                (t.name.clone(), s)
+                (*t, s)
             })
             .collect();
-        let rollback: Vec<(String, Vec<PathBuf>)> = order
+        let rollback: Vec<(&TaskservInfo, Vec<PathBuf>)> = order
             .iter()
             .rev()
-            .filter_map(|t| script(t, "rollback").map(|r| (t.name.clone(), vec![r])))
+            .filter_map(|t| script(t, "rollback").map(|r| (*t, vec![r])))
             .collect();
         let names: Vec<&str> = order.iter().map(|t| t.name.as_str()).collect();
         (
-            snippets::run_taskserv_scripts(&module, &as_plan(&install)),
+            snippets::install_taskservs(&module, &as_plan(&install)),
             (!rollback.is_empty())
-                .then(|| snippets::run_taskserv_scripts(&module, &as_plan(&rollback))),
+                .then(|| snippets::rollback_taskservs(&module, &as_plan(&rollback))),
             format!("install {} on {}", names.join(", "), hosts.join(", ")),
         )
     };
-    let mut spec = nu_step(code, ctx.clone(), &infra.dir, sources);
+    let mut spec = nu_step(code, ctx.clone(), infra, sources);
     spec.retries = op.retries;
     if timeout_ms.is_some() {
         spec.timeout_ms = timeout_ms;
@@ -672,7 +679,7 @@ fn infra_operation(
     Ok(DraftStep {
         id: op.id.clone(),
         description,
-        rollback: rollback_code.map(|code| nu_step(code, ctx, &infra.dir, sources)),
+        rollback: rollback_code.map(|code| nu_step(code, ctx, infra, sources)),
         spec,
         dependencies: op.dependencies.clone(),
         soft_dependencies: op.soft_dependencies.clone(),

@@ -5,10 +5,12 @@
 //!
 //! - [`infra`]: finding an infra in a workspace and reading its settings.
 //! - [`snippets`]: the Nushell code generated steps (and test environments) run.
+//! - [`secrets`]: provider credentials as references, resolved by the step at run time.
 
 mod expand;
 pub mod graph;
 mod infra;
+mod secrets;
 pub mod snippets;
 
 use orch_protocol::{PlannedStep, TaskSpec, WorkflowKind, WorkflowPlan, WorkflowRequest};

@@ -5,11 +5,16 @@
 # The four commands of the provider contract (docs/extensions.md). Settings, in order of
 # precedence: the server's own entry, [provider_settings.aws] of the infra (from `ctx`, or
 # from $env.ORCH_PARAMS for the commands that get no `ctx`), the environment, then the
-# [config] defaults of manifest.toml. Credentials come from the environment only:
-# AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and, for temporary credentials, AWS_SESSION_TOKEN.
+# [config] defaults of manifest.toml. Credentials: aws_access_key_id, aws_secret_access_key
+# and (temporary credentials) aws_session_token of the settings, else the environment's
+# AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN (in a workflow, the
+# daemon keeps the settings' secrets out of its records: the step reads them at run time).
 #
 # Instances are found by their Name tag (= the server's hostname) among those pending,
-# running, stopping or stopped.
+# running, stopping or stopped. An instance create-server runs in a workflow is tagged
+# provisioning-created-by=<workflow>/<step> in the RunInstances request itself; in a
+# workflow (`ctx.workflow` set), delete-server terminates only an instance carrying the
+# calling step's tag: a compensation never terminates an instance it found already there.
 #
 # Tested against tests/standins/cloud_standin.py, a local stand-in that recomputes every
 # signature, because AWS cannot be reached from the test machines (see docs/providers.md).
@@ -17,6 +22,14 @@
 const MANIFEST = path self manifest.toml
 const EC2_VERSION = "2016-11-15"
 const LIVE_STATES = [pending running stopping stopped]
+# The tag marking what a workflow step created.
+const CREATED_BY = "provisioning-created-by"
+
+# The mark of what the step of `ctx` creates (`<workflow>/<step>`), or null outside a
+# workflow.
+def mark-of [ctx: record]: nothing -> any {
+    if $ctx.workflow? == null { null } else { $"($ctx.workflow)/($ctx.step? | default '')" }
+}
 
 # Runs an instance tagged Name=<hostname> unless one exists, and waits until it is running
 # (and, with wait_for_ssh, until SSH answers).
@@ -24,7 +37,7 @@ export def create-server [server: record, ctx: record]: nothing -> record {
     let cfg = aws-config $server $ctx
     let found = find-instance $cfg $server.hostname
     let instance = if $found == null {
-        let resp = ec2-call $cfg RunInstances (run-params $cfg $server)
+        let resp = ec2-call $cfg RunInstances (run-params $cfg $server (mark-of $ctx))
         $resp.instancesSet | as-list | first
     } else { $found }
     let instance = ensure-running $cfg $instance
@@ -45,13 +58,21 @@ export def create-server [server: record, ctx: record]: nothing -> record {
 }
 
 # Terminates the instance tagged Name=<hostname> and waits until it is terminated; nothing
-# to do when there is none.
-export def delete-server [server: record, ctx: record]: nothing -> nothing {
+# to do when there is none. In a workflow, only an instance the calling step created (its
+# tag) is terminated; another is kept. Returns {hostname, deleted, reason}.
+export def delete-server [server: record, ctx: record]: nothing -> record {
     let cfg = aws-config $server $ctx
     let found = find-instance $cfg $server.hostname
-    if $found == null { return }
+    if $found == null { return {hostname: $server.hostname, deleted: false, reason: "missing"} }
+    let mark = mark-of $ctx
+    let owner = $found | get -o tagSet | as-list | where {|t| ($t.key? | default "") == $CREATED_BY } | get -o 0.value
+    if $mark != null and $owner != $mark {
+        let by = if $owner == null { "found already there" } else { $"created by workflow step ($owner)" }
+        return {hostname: $server.hostname, deleted: false, reason: $"kept ($found.instanceId): ($by), not by this step \(($mark)\)"}
+    }
     ec2-call $cfg TerminateInstances {"InstanceId.1": $found.instanceId} | ignore
     wait-instance $cfg $found.instanceId [terminated] | ignore
+    {hostname: $server.hostname, deleted: true, reason: $"terminated ($found.instanceId)"}
 }
 
 # Runs `sh -c command` on the instance over SSH (public address, else private), with sudo
@@ -118,9 +139,9 @@ def aws-config [server: record, ctx?: record]: nothing -> record {
     {
         region: $region
         endpoint: $endpoint
-        access_key: ($env.AWS_ACCESS_KEY_ID? | default "")
-        secret_key: ($env.AWS_SECRET_ACCESS_KEY? | default "")
-        session_token: ($env.AWS_SESSION_TOKEN? | default "")
+        access_key: (do $pick aws_access_key_id $env.AWS_ACCESS_KEY_ID? | default "")
+        secret_key: (do $pick aws_secret_access_key $env.AWS_SECRET_ACCESS_KEY? | default "")
+        session_token: (do $pick aws_session_token $env.AWS_SESSION_TOKEN? | default "")
         image: (do $pick image null)
         instance_type: (do $pick instance_type null | default "t3.micro")
         key_name: (do $pick key_name null)
@@ -159,11 +180,11 @@ def to-duration [value: any, key: string]: nothing -> duration {
 }
 
 # RunInstances parameters: one instance tagged Name=<hostname> (and provisioning-infra).
-def run-params [cfg: record, server: record]: nothing -> record {
+def run-params [cfg: record, server: record, mark: any]: nothing -> record {
     if ($cfg.image | is-empty) {
         error make {msg: $"AWS provider: no AMI for ($server.hostname): set `image` \(an AMI id of region ($cfg.region)) in [provider_settings.aws] or in the server's entry"}
     }
-    let tags = [[key value]; [Name $server.hostname] [managed-by provisioning] [provisioning-infra ($server.infra? | default "")]]
+    let tags = [[key value]; [Name $server.hostname] [managed-by provisioning] [provisioning-infra ($server.infra? | default "")] [$CREATED_BY ($mark | default "")]]
         | where value != ""
     mut params = {
         ImageId: $cfg.image
@@ -201,7 +222,7 @@ def run-params [cfg: record, server: record]: nothing -> record {
 # Transport failures (refused, timeout) are errors.
 def ec2-request [cfg: record, action: string, params: record]: nothing -> record {
     if ($cfg.access_key | is-empty) or ($cfg.secret_key | is-empty) {
-        error make {msg: "AWS credentials missing: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment (and AWS_SESSION_TOKEN for temporary credentials)"}
+        error make {msg: "AWS credentials missing: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment (and AWS_SESSION_TOKEN for temporary credentials), or aws_access_key_id and aws_secret_access_key in [provider_settings.aws]"}
     }
     if ($cfg.region | is-empty) {
         error make {msg: "AWS region missing: set `region` in [provider_settings.aws] or in the server's entry, or AWS_REGION in the environment"}

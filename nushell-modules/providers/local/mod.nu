@@ -9,6 +9,12 @@
 # one infra reach each other by hostname. Containers and networks carry the labels
 # `provisioning.infra`, `provisioning.server` and `provisioning.provider=local`.
 #
+# What a workflow step creates carries its mark, `provisioning.created-by=<workflow>/<step>`,
+# set in the create request itself (so a crash cannot leave it unmarked); a container found
+# already there is used as it is and keeps its mark. In a workflow (`ctx.workflow` set),
+# delete-server removes only a container carrying the mark of the calling step: a
+# compensation undoes what its own step created, never what it found.
+#
 # The engine: `$env.DOCKER_HOST` (unix:// only), else the first socket that answers among
 # /run/podman/podman.sock, /var/run/docker.sock and $XDG_RUNTIME_DIR/podman/podman.sock.
 # The image: the server's `image`, else `provider_settings.local.image` of the infra's
@@ -128,6 +134,17 @@ def container-name [server: record]: nothing -> string {
 
 def network-name [infra: string]: nothing -> string { $"($infra)-net" }
 
+# The mark of what the step of `ctx` creates (`<workflow>/<step>`), or null outside a
+# workflow.
+def mark-of [ctx: record]: nothing -> any {
+    if $ctx.workflow? == null { null } else { $"($ctx.workflow)/($ctx.step? | default '')" }
+}
+
+# The workflow part of a mark (the network is shared by a workflow's steps).
+def workflow-of [mark: any]: nothing -> any {
+    if $mark == null { null } else { $mark | split row "/" | first }
+}
+
 # The container's inspect record, or null when it does not exist.
 def inspect [socket: string, name: string]: nothing -> any {
     let r = (request $socket GET $"/containers/($name)/json")
@@ -168,14 +185,14 @@ def image-for [socket: string, server: record, ctx: record]: nothing -> string {
     $image
 }
 
-# Creates the infra's network unless it exists (another step may create it concurrently).
-def ensure-network [socket: string, infra: string]: nothing -> string {
+# Creates the infra's network unless it exists (another step may create it concurrently),
+# marked with the creating workflow (`provisioning.created-by-workflow`).
+def ensure-network [socket: string, infra: string, mark: any]: nothing -> string {
     let net = (network-name $infra)
     if (request $socket GET $"/networks/($net)").status == 200 { return $net }
-    let r = (request $socket POST /networks/create {
-        Name: $net
-        Labels: {"provisioning.infra": $infra, "provisioning.provider": "local"}
-    })
+    let labels = {"provisioning.infra": $infra, "provisioning.provider": "local"}
+    let labels = if $mark == null { $labels } else { $labels | insert "provisioning.created-by-workflow" (workflow-of $mark) }
+    let r = (request $socket POST /networks/create {Name: $net, Labels: $labels})
     # Podman answers 500 "already exists" when it lost a race: the network is there.
     if $r.status != 201 and (request $socket GET $"/networks/($net)").status != 200 {
         error make {msg: $"container engine: creating network ($net) answered ($r.status): (message-of $r)"}
@@ -264,23 +281,27 @@ def wait-ready [socket: string, name: string] {
 
 # Create the server's container (and its infra's network) unless it exists, start it,
 # and wait until commands run in it. Returns {hostname, provider, id, address, state}.
+# A container this call creates carries the step's mark (see the header); one found
+# already there is adopted as it is.
 export def create-server [server: record, ctx: record]: nothing -> record {
     let socket = (engine-socket)
     let server = ($server | upsert infra (infra-of $server $ctx))
     let name = (container-name $server)
+    let mark = (mark-of $ctx)
     mut info = (inspect $socket $name)
     if $info == null {
         let image = (image-for $socket $server $ctx)
-        let net = (ensure-network $socket $server.infra)
+        let net = (ensure-network $socket $server.infra $mark)
+        let labels = {
+            "provisioning.infra": $server.infra
+            "provisioning.server": $server.hostname
+            "provisioning.provider": "local"
+        }
         let spec = {
             Image: $image
             Hostname: $server.hostname
             Cmd: ["sleep" "infinity"]
-            Labels: {
-                "provisioning.infra": $server.infra
-                "provisioning.server": $server.hostname
-                "provisioning.provider": "local"
-            }
+            Labels: (if $mark == null { $labels } else { $labels | insert "provisioning.created-by" $mark })
             # An init as PID 1 reaps the daemons the taskservs start and stop.
             HostConfig: {NetworkMode: $net, Init: true}
             NetworkingConfig: {EndpointsConfig: {$net: {Aliases: [$server.hostname]}}}
@@ -300,16 +321,39 @@ export def create-server [server: record, ctx: record]: nothing -> record {
 }
 
 # Delete the server's container (with its anonymous volumes), and the infra's network once
-# no container is left on it. A missing container or network is not an error.
-export def delete-server [server: record, ctx: record]: nothing -> nothing {
+# no container is left on it. A missing container or network is not an error. In a
+# workflow, only what the calling step created is deleted (its mark, see the header): a
+# container found already there, or created by another workflow or step, is kept, and so
+# is a network another workflow created. Returns {hostname, deleted, reason}.
+export def delete-server [server: record, ctx: record]: nothing -> record {
     let socket = (engine-socket)
     let server = ($server | upsert infra (infra-of $server $ctx))
     let name = (container-name $server)
-    call $socket DELETE $"/containers/($name)?force=true&v=true" --ok [200 204 404] | ignore
-    let net = (network-name $server.infra)
+    let mark = (mark-of $ctx)
+    let info = (inspect $socket $name)
+    let owner = ($info | get -o Config.Labels | default {} | get -o "provisioning.created-by")
+    if $info != null and $mark != null and $owner != $mark {
+        let by = if $owner == null { "found already there" } else { $"created by workflow step ($owner)" }
+        return {hostname: $server.hostname, deleted: false, reason: $"kept: ($by), not by this step \(($mark)\)"}
+    }
+    if $info != null {
+        call $socket DELETE $"/containers/($name)?force=true&v=true" --ok [200 204 404] | ignore
+    }
+    delete-network-if-unused $socket $server.infra $mark
+    {hostname: $server.hostname, deleted: ($info != null), reason: (if $info == null { "missing" } else { "deleted" })}
+}
+
+# Deletes the infra's network when no container is left on it and, in a workflow, when
+# this workflow created it.
+def delete-network-if-unused [socket: string, infra: string, mark: any] {
+    let net = (network-name $infra)
     let filters = ({network: [$net]} | to json -r)
     let left = (call $socket GET $"/containers/json?({all: true, filters: $filters} | url build-query)")
-    if ($left | is-empty) {
+    if not ($left | is-empty) { return }
+    let r = (request $socket GET $"/networks/($net)")
+    if $r.status != 200 { return }
+    let owner = ($r.body | decode utf-8 | from json | get -o Labels | default {} | get -o "provisioning.created-by-workflow")
+    if $mark == null or $owner == (workflow-of $mark) {
         call $socket DELETE $"/networks/($net)" --ok [200 204 404] | ignore
     }
 }

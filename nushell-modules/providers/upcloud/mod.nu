@@ -5,10 +5,23 @@
 # `ctx`, or from $env.ORCH_PARAMS for the commands that get no `ctx`), the environment
 # (credentials, UPCLOUD_API_URL), then the [config] defaults of manifest.toml.
 #
+# A server create-server creates in a workflow carries the label
+# provisioning-created-by=<workflow>/<step>, set in the create request itself; in a workflow
+# (`ctx.workflow` set), delete-server deletes only a server carrying the calling step's
+# label: a compensation never deletes a server it found already there.
+#
 # Tested against tests/standins/cloud_standin.py, a local stand-in of the API, because the
 # real API cannot be reached from the test machines (see docs/providers.md).
 
 const MANIFEST = path self manifest.toml
+# The label marking what a workflow step created.
+const CREATED_BY = "provisioning-created-by"
+
+# The mark of what the step of `ctx` creates (`<workflow>/<step>`), or null outside a
+# workflow.
+def mark-of [ctx: record]: nothing -> any {
+    if $ctx.workflow? == null { null } else { $"($ctx.workflow)/($ctx.step? | default '')" }
+}
 
 # Creates the server unless one with this hostname exists, and waits until it is started
 # (and, with wait_for_ssh, until SSH answers).
@@ -16,7 +29,7 @@ export def create-server [server: record, ctx: record]: nothing -> record {
     let cfg = upcloud-config $server $ctx
     let found = find-server $cfg $server.hostname
     let details = if $found == null {
-        (upcloud-call $cfg POST /server (create-body $cfg $server)).server
+        (upcloud-call $cfg POST /server (create-body $cfg $server (mark-of $ctx))).server
     } else {
         server-details $cfg $found.uuid
     }
@@ -38,11 +51,18 @@ export def create-server [server: record, ctx: record]: nothing -> record {
 }
 
 # Stops (hard) and deletes the server with this hostname and its storages; nothing to do
-# when there is none.
-export def delete-server [server: record, ctx: record]: nothing -> nothing {
+# when there is none. In a workflow, only a server the calling step created (its label) is
+# deleted; another is kept. Returns {hostname, deleted, reason}.
+export def delete-server [server: record, ctx: record]: nothing -> record {
     let cfg = upcloud-config $server $ctx
     let found = find-server $cfg $server.hostname
-    if $found == null { return }
+    if $found == null { return {hostname: $server.hostname, deleted: false, reason: "missing"} }
+    let mark = mark-of $ctx
+    let owner = $found | get -o labels.label | default [] | where key == $CREATED_BY | get -o 0.value
+    if $mark != null and $owner != $mark {
+        let by = if $owner == null { "found already there" } else { $"created by workflow step ($owner)" }
+        return {hostname: $server.hostname, deleted: false, reason: $"kept ($found.uuid): ($by), not by this step \(($mark)\)"}
+    }
     let uuid = $found.uuid
     mut details = server-details $cfg $uuid
     if $details.state == "maintenance" {
@@ -57,6 +77,7 @@ export def delete-server [server: record, ctx: record]: nothing -> nothing {
     if $resp.status >= 400 and $resp.status != 404 {
         api-error DELETE $"/server/($uuid)?storages=1" $resp
     }
+    {hostname: $server.hostname, deleted: true, reason: $"deleted ($uuid)"}
 }
 
 # Runs `sh -c command` on the server over SSH (to its public IPv4 address).
@@ -161,7 +182,7 @@ def to-duration [value: any, key: string]: nothing -> duration {
 }
 
 # The POST /server body (API 1.3 "Create server").
-def create-body [cfg: record, server: record]: nothing -> record {
+def create-body [cfg: record, server: record, mark: any]: nothing -> record {
     let infra = $server.infra? | default ""
     mut body = {
         zone: $cfg.zone
@@ -170,7 +191,7 @@ def create-body [cfg: record, server: record]: nothing -> record {
         plan: $cfg.plan
         metadata: "yes"                 # cloud-init templates need the metadata service
         password_delivery: "none"
-        labels: {label: ([[key value]; [managed-by provisioning] [provisioning-infra $infra]] | where value != "")}
+        labels: {label: ([[key value]; [managed-by provisioning] [provisioning-infra $infra] [$CREATED_BY ($mark | default "")]] | where value != "")}
         networking: {interfaces: {interface: [
             {type: "public", ip_addresses: {ip_address: [{family: "IPv4"}]}}
             {type: "utility", ip_addresses: {ip_address: [{family: "IPv4"}]}}

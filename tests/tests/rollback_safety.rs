@@ -1,0 +1,130 @@
+//! A rollback undoes only what its own workflow created, on real containers (the `local`
+//! provider on Podman's Docker-compatible API): workflow A creates servers and installs
+//! redis; workflow B, which names some of the same servers and the same taskserv and then
+//! fails, rolls back and removes only what B itself created.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use orch_e2e::containers::{API, Cleanup, candidate_sockets, curl, engine_socket};
+use orch_e2e::{Daemon, Nu};
+use serde_json::{Value, json};
+
+/// The logs of every task, to explain a failure.
+fn logs(nu: &Nu) -> String {
+    nu.try_run(
+        "orch tasks | each {|t| $'--- task ($t.id) ($t.status)\n(orch logs $t.id)' } | str join",
+    )
+    .unwrap_or_else(|e| e)
+}
+
+/// `redis-cli ping` on a server of `infra`, through the provider (PONG when it runs).
+fn ping(nu: &Nu, infra: &str, host: &str) -> String {
+    let modules = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../nushell-modules/providers/local"
+    );
+    nu.try_run(&format!(
+        "use {modules} *; server-exec {{hostname: {host}, infra: {infra}, provider: local}} 'redis-cli ping 2>&1 || true' | str trim"
+    ))
+    .unwrap_or_else(|e| e)
+    .trim()
+    .to_string()
+}
+
+#[test]
+fn a_rollback_keeps_the_servers_and_taskservs_another_workflow_created() {
+    let Some(socket) = engine_socket() else {
+        eprintln!(
+            "skipped: no container engine (DOCKER_HOST is unset and none of {:?} answers)",
+            candidate_sockets()
+        );
+        return;
+    };
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let infra = format!("rb-{:05x}", (nanos ^ std::process::id()) & 0xfffff);
+    let cleanup = Cleanup {
+        socket: socket.clone(),
+        infra: infra.clone(),
+    };
+    let daemon = Daemon::start(&[]);
+    let dir = daemon.dir().join("infra").join(&infra);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("settings.toml"),
+        "provider = \"local\"\n\n[[servers]]\nhostname = \"web-01\"\ntaskservs = [\"redis\"]\n\n[[servers]]\nhostname = \"web-02\"\n\n[[servers]]\nhostname = \"web-03\"\n",
+    )
+    .unwrap();
+    let nu = daemon.nu();
+
+    // A: web-01 (with redis) and web-02.
+    let a = nu.json(&format!(
+        "orch workflow submit servers web-01 web-02 --infra {infra} --wait | select id status"
+    ));
+    assert_eq!(a["status"], "succeeded", "{a}\n{}", logs(&nu));
+    assert_eq!(ping(&nu, &infra, "web-01"), "PONG");
+
+    // B: creates web-02 (there already) and web-03, installs redis on web-01 (there
+    // already) and web-03, then fails: its rollback runs.
+    let b = json!({"name": "b", "rollback_enabled": true, "operations": [
+        {"id": "servers", "type": "server_create", "servers": ["web-02", "web-03"]},
+        {"id": "cache", "type": "taskserv_create", "taskserv": "redis",
+         "servers": ["web-01", "web-03"], "dependencies": ["servers"]},
+        {"id": "boom", "type": "nu", "nu": "error make {msg: 'boom'}", "dependencies": ["cache"]},
+    ]});
+    let done = nu.json(&format!(
+        "'{b}' | from json | orch workflow submit batch --infra {infra} --wait | select id status rollback"
+    ));
+    assert_eq!(done["status"], "rolled_back", "{done}\n{}", logs(&nu));
+    let mut compensated: Vec<String> = done["rollback"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["step"].as_str().unwrap().to_string())
+        .collect();
+    compensated.sort();
+    assert_eq!(compensated, ["cache", "servers"], "{done}");
+
+    // What A created is still there, redis on web-01 included; what B created is gone.
+    let (mut containers, network) = cleanup.leftovers();
+    containers.sort();
+    assert_eq!(
+        containers,
+        [format!("{infra}-web-01"), format!("{infra}-web-02")],
+        "{}",
+        logs(&nu)
+    );
+    assert!(network, "the network A created is kept");
+    assert_eq!(ping(&nu, &infra, "web-01"), "PONG", "{}", logs(&nu));
+    let (_, inspect) = curl(&socket, &[&format!("{API}/containers/{infra}-web-02/json")]);
+    let inspect: Value = serde_json::from_str(&inspect).unwrap();
+    assert_eq!(
+        inspect["Config"]["Labels"]["provisioning.created-by"],
+        format!("{}/create:web-02", a["id"]),
+        "web-02 keeps A's mark"
+    );
+    // The compensations say what they kept.
+    let rollback_logs = nu.run(&format!(
+        "orch workflow show {} | get rollback.task | each {{|t| orch logs $t }} | str join",
+        done["id"]
+    ));
+    assert!(
+        rollback_logs.contains("web-02: kept: created by workflow step")
+            && rollback_logs.contains("redis: kept on web-01"),
+        "{rollback_logs}"
+    );
+
+    // A's own rollback still removes what A created.
+    let id = &a["id"];
+    let rolled = nu.json(&format!(
+        "orch workflow rollback {id} | ignore; orch watch --workflow {id} --all | last | ignore; orch workflow show {id} | get status"
+    ));
+    assert_eq!(rolled, "rolled_back", "{}", logs(&nu));
+    let (containers, network) = cleanup.leftovers();
+    assert!(
+        containers.is_empty() && !network,
+        "left: {containers:?}, network {network}"
+    );
+}

@@ -100,7 +100,7 @@ pub const RESOLVE_NU: &str = r#"def resolve-secrets [value: any, settings: recor
         $value | each {|item| resolve-secrets $item $settings $file }
     } else { $value }
 }
-let secrets_file = if ($env.ORCH_PARAMS | str contains '"$secret"') { $params.infra?.settings_file? } else { null }
+let secrets_file = if ($params | to json -r | str contains '"$secret"') { $params.infra?.settings_file? } else { null }
 let params = if $secrets_file != null {
     let settings = (try { open $secrets_file } catch {|e| error make {msg: $"cannot read the infra's settings ($secrets_file) for its secrets: ($e.msg)"} })
     resolve-secrets $params $settings $secrets_file

@@ -1,7 +1,8 @@
 //! A rollback undoes only what its own workflow created, on real containers (the `local`
 //! provider on Podman's Docker-compatible API): workflow A creates servers and installs
-//! redis; workflow B, which names some of the same servers and the same taskserv and then
-//! fails, rolls back and removes only what B itself created.
+//! redis, someone starts redis by hand on another server; workflow B, which names the same
+//! servers and the same taskserv and then fails, rolls back and removes only what B itself
+//! created.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -17,18 +18,33 @@ fn logs(nu: &Nu) -> String {
     .unwrap_or_else(|e| e)
 }
 
-/// `redis-cli ping` on a server of `infra`, through the provider (PONG when it runs).
-fn ping(nu: &Nu, infra: &str, host: &str) -> String {
+/// A shell command's output on a server of `infra`, through the provider.
+fn on(nu: &Nu, infra: &str, host: &str, command: &str) -> String {
     let modules = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../nushell-modules/providers/local"
     );
     nu.try_run(&format!(
-        "use {modules} *; server-exec {{hostname: {host}, infra: {infra}, provider: local}} 'redis-cli ping 2>&1 || true' | str trim"
+        "use {modules} *; server-exec {{hostname: {host}, infra: {infra}, provider: local}} '{command}' | str trim"
     ))
     .unwrap_or_else(|e| e)
     .trim()
     .to_string()
+}
+
+/// `redis-cli ping` on a server (PONG when redis runs).
+fn ping(nu: &Nu, infra: &str, host: &str) -> String {
+    on(nu, infra, host, "redis-cli ping 2>&1 || true")
+}
+
+/// Who a server records as the installer of redis.
+fn redis_owner(nu: &Nu, infra: &str, host: &str) -> String {
+    on(
+        nu,
+        infra,
+        host,
+        "cat /var/lib/provisioning/taskservs/redis.created-by 2>/dev/null || echo none",
+    )
 }
 
 #[test]
@@ -65,13 +81,21 @@ fn a_rollback_keeps_the_servers_and_taskservs_another_workflow_created() {
     ));
     assert_eq!(a["status"], "succeeded", "{a}\n{}", logs(&nu));
     assert_eq!(ping(&nu, &infra, "web-01"), "PONG");
+    // Redis started by hand on web-02, outside any workflow.
+    on(
+        &nu,
+        &infra,
+        "web-02",
+        "redis-server --daemonize yes --port 6379 >/dev/null",
+    );
+    eventually_pong(&nu, &infra, "web-02");
 
-    // B: creates web-02 (there already) and web-03, installs redis on web-01 (there
-    // already) and web-03, then fails: its rollback runs.
+    // B: creates web-02 (there already) and web-03, installs redis on web-01 (A's),
+    // web-02 (found running) and web-03, then fails: its rollback runs.
     let b = json!({"name": "b", "rollback_enabled": true, "operations": [
         {"id": "servers", "type": "server_create", "servers": ["web-02", "web-03"]},
         {"id": "cache", "type": "taskserv_create", "taskserv": "redis",
-         "servers": ["web-01", "web-03"], "dependencies": ["servers"]},
+         "servers": ["web-01", "web-02", "web-03"], "dependencies": ["servers"]},
         {"id": "boom", "type": "nu", "nu": "error make {msg: 'boom'}", "dependencies": ["cache"]},
     ]});
     let done = nu.json(&format!(
@@ -98,6 +122,12 @@ fn a_rollback_keeps_the_servers_and_taskservs_another_workflow_created() {
     );
     assert!(network, "the network A created is kept");
     assert_eq!(ping(&nu, &infra, "web-01"), "PONG", "{}", logs(&nu));
+    assert_eq!(ping(&nu, &infra, "web-02"), "PONG", "{}", logs(&nu));
+    assert_eq!(
+        redis_owner(&nu, &infra, "web-01"),
+        format!("{}/install:redis@web-01", a["id"])
+    );
+    assert_eq!(redis_owner(&nu, &infra, "web-02"), "preexisting");
     let (_, inspect) = curl(&socket, &[&format!("{API}/containers/{infra}-web-02/json")]);
     let inspect: Value = serde_json::from_str(&inspect).unwrap();
     assert_eq!(
@@ -112,7 +142,8 @@ fn a_rollback_keeps_the_servers_and_taskservs_another_workflow_created() {
     ));
     assert!(
         rollback_logs.contains("web-02: kept: created by workflow step")
-            && rollback_logs.contains("redis: kept on web-01"),
+            && rollback_logs.contains("redis: kept on web-01")
+            && rollback_logs.contains("redis: kept on web-02: installed by preexisting"),
         "{rollback_logs}"
     );
 
@@ -127,4 +158,11 @@ fn a_rollback_keeps_the_servers_and_taskservs_another_workflow_created() {
         containers.is_empty() && !network,
         "left: {containers:?}, network {network}"
     );
+}
+
+/// Waits (generously) until redis answers on a server.
+fn eventually_pong(nu: &Nu, infra: &str, host: &str) {
+    orch_e2e::eventually(std::time::Duration::from_secs(30), "redis answers", || {
+        (ping(nu, infra, host) == "PONG").then_some(())
+    });
 }

@@ -57,16 +57,19 @@ fn empty_draft(name: String, kind: WorkflowKind) -> Draft {
 
 /// A generated Nushell step of `infra` running `code` with the context `ctx`. The
 /// context's secrets become references into the infra's settings file, which the step
-/// resolves when it runs (see [`secrets`]).
+/// resolves when it runs (see [`secrets`]; only steps with references carry that code).
 fn nu_step(code: String, mut ctx: Value, infra: &Infra, sources: &Sources) -> TaskSpec {
-    secrets::reference(&mut ctx, &infra.settings);
+    let has_secrets = secrets::reference(&mut ctx, &infra.settings);
     if let Some(context) = ctx.get_mut("infra").and_then(Value::as_object_mut) {
         context.insert("settings_file".into(), json!(infra.settings_file));
     }
-    let mut spec = TaskSpec::command("nu", Vec::new());
-    spec.kind = TaskKind::Nu {
-        code: format!("{}{code}", secrets::RESOLVE_NU),
+    let code = if has_secrets {
+        format!("{}{code}", secrets::RESOLVE_NU)
+    } else {
+        code
     };
+    let mut spec = TaskSpec::command("nu", Vec::new());
+    spec.kind = TaskKind::Nu { code };
     spec.params = ctx;
     spec.cwd = Some(infra.dir.clone());
     spec.timeout_ms = Some(STEP_TIMEOUT_MS);

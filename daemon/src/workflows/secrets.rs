@@ -15,13 +15,15 @@ const REFERENCE: &str = "$secret";
 /// Replaces the secrets of the step context `ctx` by references into `settings` (the
 /// infra's settings document): those of `ctx.infra.settings`, and those of every server
 /// record (`ctx.server`, `ctx.servers`, `ctx.node_servers`), found by hostname among the
-/// settings' `servers`.
-pub fn reference(ctx: &mut Value, settings: &Value) {
+/// settings' `servers`. Returns whether it made any reference (only then does the step
+/// need [`RESOLVE_NU`]).
+pub fn reference(ctx: &mut Value, settings: &Value) -> bool {
     let Some(map) = ctx.as_object_mut() else {
-        return;
+        return false;
     };
+    let mut made = false;
     if let Some(infra_settings) = map.get_mut("infra").and_then(|i| i.get_mut("settings")) {
-        replace(infra_settings, &mut Vec::new());
+        made |= replace(infra_settings, &mut Vec::new());
     }
     let mut records: Vec<&mut Value> = Vec::new();
     for (key, value) in map.iter_mut() {
@@ -33,12 +35,14 @@ pub fn reference(ctx: &mut Value, settings: &Value) {
         }
     }
     for record in records {
-        server_record(record, settings);
+        made |= server_record(record, settings);
     }
+    made
 }
 
-/// A server record's secrets, as references to its entry in the settings' `servers`.
-fn server_record(record: &mut Value, settings: &Value) {
+/// A server record's secrets, as references to its entry in the settings' `servers`;
+/// whether it made any.
+fn server_record(record: &mut Value, settings: &Value) -> bool {
     let hostname = record.get("hostname").and_then(Value::as_str);
     let index = settings
         .get("servers")
@@ -51,21 +55,26 @@ fn server_record(record: &mut Value, settings: &Value) {
     match index {
         Some(i) => replace(record, &mut vec![json!("servers"), json!(i)]),
         // Not from the settings (a cluster's node): nothing of it can be resolved.
-        None => crate::audit::redact(record),
+        None => {
+            crate::audit::redact(record);
+            false
+        }
     }
 }
 
 /// Replaces, under `value` (found at `path` in the settings), each secret-looking key's
-/// value by a reference to it.
-fn replace(value: &mut Value, path: &mut Vec<Value>) {
+/// value by a reference to it; whether it replaced any.
+fn replace(value: &mut Value, path: &mut Vec<Value>) -> bool {
+    let mut made = false;
     match value {
         Value::Object(map) => {
             for (key, item) in map.iter_mut() {
                 path.push(json!(key));
                 if is_secret_name(key) {
                     *item = json!({ REFERENCE: path.clone() });
+                    made = true;
                 } else {
-                    replace(item, path);
+                    made |= replace(item, path);
                 }
                 path.pop();
             }
@@ -73,12 +82,13 @@ fn replace(value: &mut Value, path: &mut Vec<Value>) {
         Value::Array(items) => {
             for (i, item) in items.iter_mut().enumerate() {
                 path.push(json!(i));
-                replace(item, path);
+                made |= replace(item, path);
                 path.pop();
             }
         }
         _ => {}
     }
+    made
 }
 
 /// Nushell code that puts the secrets back into `$params` (and `$env.ORCH_PARAMS`, which
@@ -100,7 +110,7 @@ pub const RESOLVE_NU: &str = r#"def resolve-secrets [value: any, settings: recor
         $value | each {|item| resolve-secrets $item $settings $file }
     } else { $value }
 }
-let secrets_file = if ($env.ORCH_PARAMS | str contains '"$secret"') { $params.infra?.settings_file? } else { null }
+let secrets_file = if ($params | to json -r | str contains '"$secret"') { $params.infra?.settings_file? } else { null }
 let params = if $secrets_file != null {
     let settings = (try { open $secrets_file } catch {|e| error make {msg: $"cannot read the infra's settings ($secrets_file) for its secrets: ($e.msg)"} })
     resolve-secrets $params $settings $secrets_file
@@ -124,8 +134,11 @@ mod tests {
             "servers": [{"hostname": "b", "api_token": "t"}],
             "node_servers": {"n": {"hostname": "n", "password": "q"}},
         });
-        reference(&mut ctx, &settings);
-        reference(&mut ctx, &settings);
+        assert!(reference(&mut ctx, &settings));
+        assert!(reference(&mut ctx, &settings), "a reference stays one");
+        let mut plain =
+            json!({"infra": {"settings": {"zone": "z"}}, "servers": [{"hostname": "a"}]});
+        assert!(!reference(&mut plain, &settings));
         assert_eq!(
             ctx["infra"]["settings"]["provider_settings"]["upcloud"],
             json!({"zone": "de-fra1", "password": {"$secret": ["provider_settings", "upcloud", "password"]}})

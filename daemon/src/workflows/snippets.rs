@@ -192,4 +192,37 @@ mod tests {
         assert!(code.contains("use '/t/redis/install.nu'"), "{code}");
         assert!(code.contains("get \"redis\""), "{code}");
     }
+
+    #[test]
+    fn installs_claim_before_they_run_and_rollbacks_need_the_claim() {
+        let redis = TaskservInfo {
+            name: "redis".into(),
+            version: "7".into(),
+            description: String::new(),
+            dir: "/t/redis".into(),
+            dependencies: Vec::new(),
+            addons: Vec::new(),
+            scripts: Default::default(),
+            probe: Some(orch_protocol::Probe {
+                command: "redis-cli ping".into(),
+                expect: Some("PONG".into()),
+                timeout: None,
+            }),
+            image: None,
+        };
+        let install = install_taskservs(
+            Path::new("/p/mod.nu"),
+            &[(&redis, vec![Path::new("/t/redis/install.nu")])],
+        );
+        let claim = install.find("set -C").expect("an exclusive claim");
+        assert!(claim < install.find("use '/t/redis/install.nu'").unwrap());
+        assert!(install.contains("sh -c 'redis-cli ping'"), "{install}");
+        let rollback = rollback_taskservs(
+            Path::new("/p/mod.nu"),
+            &[(&redis, vec![Path::new("/t/redis/rollback.nu")])],
+        );
+        let owned = rollback.find("if $owner == $mark").expect("a check");
+        assert!(owned < rollback.find("use '/t/redis/rollback.nu'").unwrap());
+        assert_eq!(nu_raw("a'#b"), "r##'a'#b'##");
+    }
 }

@@ -33,6 +33,15 @@ pub fn for_role<T: Redact + Clone>(role: Role, value: &T) -> Cow<'_, T> {
     Cow::Owned(copy)
 }
 
+/// `value` as a reader with `role` may see it, redacted in place below admin (for answers
+/// the caller owns; no copy is made).
+pub fn into_role<T: Redact>(role: Role, mut value: T) -> T {
+    if role < Role::Admin {
+        value.redact();
+    }
+    value
+}
+
 impl Redact for TaskSpec {
     fn redact(&mut self) {
         redact(&mut self.params);

@@ -1,7 +1,8 @@
 //! The HTTP shim (`--port`) end to end with curl: the seed's example verbatim, every
 //! endpoint, the authentication matrix, errors as JSON with their status codes, the audit
 //! log of HTTP mutations, server-sent events of a workflow in order, metrics, the OpenAPI
-//! document, and a schemathesis fuzz of the API from that document with zero 5xx.
+//! document, and a schemathesis fuzz of the API from that document (with its stateful phase
+//! following the document's links) with zero 5xx.
 
 use std::net::TcpListener;
 use std::process::Command;
@@ -520,6 +521,7 @@ fn the_auth_matrix_holds_on_every_route() {
         ("GET", "/audit/verify"),
         ("GET", "/auth/tokens"),
         ("POST", "/auth/tokens"),
+        ("DELETE", "/auth/tokens/0000000000000000"),
     ];
     let body = json!({});
     for (method, path) in mutations
@@ -611,6 +613,8 @@ fn schemathesis_finds_no_server_error() {
         .args([
             "--checks",
             "not_a_server_error",
+            "--phases",
+            "examples,coverage,fuzzing,stateful",
             "--max-examples",
             "10",
             "--seed",
@@ -627,6 +631,14 @@ fn schemathesis_finds_no_server_error() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(report.contains("passed"), "{report}");
+    // The stateful phase followed the document's links: a token made by POST /auth/tokens
+    // was revoked through the link to DELETE /auth/tokens/{id} (its id cannot be guessed).
+    assert!(report.contains("Stateful"), "{report}");
+    let revoked = shim.json("admin", "GET", "/audit?action=token_revoke", None, 200);
+    assert!(
+        !revoked.as_array().unwrap().is_empty(),
+        "no token was revoked through the link:\n{report}"
+    );
     drop(sweeper);
 }
 

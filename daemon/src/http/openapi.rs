@@ -7,6 +7,8 @@ use orch_protocol::{
     ServersRequest, Task, TaskservRequest, TestEnv, WorkflowPlan, WorkflowView,
 };
 use schemars::generate::SchemaSettings;
+
+use super::auth::TokenSummary;
 use serde_json::{Map, Value, json};
 
 /// One operation: method, path, summary, role, request body and answer schemas.
@@ -201,10 +203,10 @@ const OPERATIONS: &[Operation] = &[
     Operation {
         method: "get",
         path: "/auth/tokens",
-        summary: "Token names and roles",
+        summary: "Every token's id, name, role and creation time (never a secret)",
         role: Some("admin"),
         body: None,
-        answer: Answer::Json("[Object]"),
+        answer: Answer::Json("[TokenSummary]"),
     },
     Operation {
         method: "post",
@@ -212,8 +214,103 @@ const OPERATIONS: &[Operation] = &[
         summary: "Make a token ({name, role}); its secret is shown once",
         role: Some("admin"),
         body: Some("NewToken"),
-        answer: Answer::Json("Object"),
+        answer: Answer::Json("CreatedToken"),
     },
+    Operation {
+        method: "delete",
+        path: "/auth/tokens/{id}",
+        summary: "Revoke a token at once (409 for the last admin token)",
+        role: Some("admin"),
+        body: None,
+        answer: Answer::Json("TokenSummary"),
+    },
+];
+
+/// A link from an operation's 201 answer to another operation (schemathesis's stateful
+/// phase follows them): `(method, path, link name, target method, target path, the
+/// answer's field that fills the target's `id`)`.
+type Link = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+);
+
+const LINKS: &[Link] = &[
+    (
+        "post",
+        "/workflows/servers/create",
+        "GetWorkflow",
+        "get",
+        "/tasks/{id}",
+        "/task_id",
+    ),
+    (
+        "post",
+        "/workflows/taskserv/create",
+        "GetWorkflow",
+        "get",
+        "/tasks/{id}",
+        "/task_id",
+    ),
+    (
+        "post",
+        "/workflows/cluster/create",
+        "GetWorkflow",
+        "get",
+        "/tasks/{id}",
+        "/task_id",
+    ),
+    (
+        "post",
+        "/extensions/taskservs/install",
+        "GetWorkflow",
+        "get",
+        "/tasks/{id}",
+        "/task_id",
+    ),
+    (
+        "post",
+        "/test/environments/create",
+        "GetEnvironment",
+        "get",
+        "/test/environments/{id}",
+        "/id",
+    ),
+    (
+        "post",
+        "/test/environments/create",
+        "RunEnvironment",
+        "post",
+        "/test/environments/{id}/run",
+        "/id",
+    ),
+    (
+        "post",
+        "/test/environments/create",
+        "EnvironmentLogs",
+        "get",
+        "/test/environments/{id}/logs",
+        "/id",
+    ),
+    (
+        "post",
+        "/test/environments/create",
+        "DeleteEnvironment",
+        "delete",
+        "/test/environments/{id}",
+        "/id",
+    ),
+    (
+        "post",
+        "/auth/tokens",
+        "RevokeToken",
+        "delete",
+        "/auth/tokens/{id}",
+        "/id",
+    ),
 ];
 
 /// The document.
@@ -247,6 +344,7 @@ pub fn document() -> Value {
     );
     add("AuditEntry", generator.subschema_for::<AuditEntry>());
     add("AuditReport", generator.subschema_for::<AuditReport>());
+    add("TokenSummary", generator.subschema_for::<TokenSummary>());
     let mut components: Map<String, Value> = generator.take_definitions(true).into_iter().collect();
     // The named schemas above are references into the definitions; keep the definitions.
     for (name, schema) in schemas {
@@ -266,6 +364,17 @@ pub fn document() -> Value {
         "type": "object", "additionalProperties": false, "required": ["name", "role"],
         "properties": {"name": {"type": "string", "minLength": 1}, "role": {"enum": ["viewer", "operator", "admin"]}}
     }));
+    components.insert(
+        "CreatedToken".into(),
+        json!({
+            "type": "object", "required": ["id", "name", "role", "token"],
+            "properties": {
+                "id": {"type": "string"}, "name": {"type": "string"},
+                "role": {"enum": ["viewer", "operator", "admin"]},
+                "created_at": {"type": "string", "format": "date-time"},
+                "token": {"type": "string", "description": "The secret, shown only here"}}
+        }),
+    );
     components.insert("Object".into(), json!({"type": "object"}));
     components.insert("Error".into(), json!({
         "type": "object", "required": ["error"],
@@ -301,7 +410,8 @@ fn reference(name: &str) -> Value {
 }
 
 fn operation(op: &Operation) -> Value {
-    let mut value = json!({ "summary": op.summary });
+    let mut value =
+        json!({ "summary": op.summary, "operationId": operation_id(op.method, op.path) });
     let error = json!({"description": "An error, named", "content": {"application/json": {"schema": reference("Error")}}});
     let mut responses = Map::new();
     let content = match op.answer {
@@ -314,10 +424,12 @@ fn operation(op: &Operation) -> Value {
     } else {
         "200"
     };
-    responses.insert(
-        success.into(),
-        json!({"description": "Done", "content": content}),
-    );
+    let mut done = json!({"description": "Done", "content": content});
+    let links = links(op);
+    if !links.is_empty() {
+        done["links"] = Value::Object(links);
+    }
+    responses.insert(success.into(), done);
     if success == "201" {
         responses.insert(
             "200".into(),
@@ -347,13 +459,81 @@ fn operation(op: &Operation) -> Value {
             json!({"required": true, "content": {"application/json": {"schema": reference(body)}}});
     }
     if op.path.contains("{id}") {
-        value["parameters"] = json!([{"name": "id", "in": "path", "required": true, "schema": {"type": "integer", "format": "int64", "minimum": 0}}]);
+        value["parameters"] =
+            json!([{"name": "id", "in": "path", "required": true, "schema": id_schema(op.path)}]);
     }
     value
 }
 
+/// The schema of a path's `{id}`: a token's hex id, or a task/workflow/environment number.
+fn id_schema(path: &str) -> Value {
+    if path.starts_with("/auth/tokens/") {
+        json!({"type": "string", "pattern": "^[0-9a-f]{16}$"})
+    } else {
+        json!({"type": "integer", "format": "int64", "minimum": 0})
+    }
+}
+
+/// A unique name for an operation: its method and path in camel case
+/// (`get /tasks/{id}` → `getTasksById`).
+fn operation_id(method: &str, path: &str) -> String {
+    let mut id = method.to_string();
+    for part in path.split(['/', '.', '-', '_']).filter(|p| !p.is_empty()) {
+        let part = match part.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
+            Some(param) => format!("by_{param}"),
+            None => part.to_string(),
+        };
+        for word in part.split('_') {
+            let mut chars = word.chars();
+            if let Some(first) = chars.next() {
+                id.push(first.to_ascii_uppercase());
+                id.extend(chars);
+            }
+        }
+    }
+    id
+}
+
+/// The links of an operation's success answer ([`LINKS`]).
+fn links(op: &Operation) -> Map<String, Value> {
+    let mut links = Map::new();
+    for (method, path, name, target_method, target_path, field) in LINKS {
+        if *method == op.method && *path == op.path {
+            links.insert(
+                name.to_string(),
+                json!({
+                    "operationId": operation_id(target_method, target_path),
+                    "parameters": {"id": format!("$response.body#{field}")}
+                }),
+            );
+        }
+    }
+    links
+}
+
 #[cfg(test)]
 mod tests {
+    /// Every link names an operation of the document, and operation ids are unique.
+    #[test]
+    fn links_point_at_operations_and_operation_ids_are_unique() {
+        let ids: Vec<String> = super::OPERATIONS
+            .iter()
+            .map(|op| super::operation_id(op.method, op.path))
+            .collect();
+        let unique: std::collections::BTreeSet<&String> = ids.iter().collect();
+        assert_eq!(unique.len(), ids.len(), "{ids:?}");
+        for (method, path, _, target_method, target_path, _) in super::LINKS {
+            for (m, p) in [(method, path), (target_method, target_path)] {
+                assert!(
+                    super::OPERATIONS
+                        .iter()
+                        .any(|op| op.method == *m && op.path == *p),
+                    "{m} {p} is not an operation"
+                );
+            }
+        }
+    }
+
     /// The copy in docs/ must be the generated document (regenerate with
     /// `UPDATE_OPENAPI=1 cargo test -p provisioning-orchestrator openapi`).
     #[test]

@@ -62,11 +62,11 @@ fn ok(response: Response) -> Answer {
 
 /// A record answer as `caller` may see it (secrets redacted below admin).
 fn ok_for(caller: &Caller, response: Response) -> Answer {
-    ok(redact::for_role(caller.role, &response).into_owned())
+    ok(redact::into_role(caller.role, response))
 }
 
 fn created_for(caller: &Caller, response: Response) -> Answer {
-    let response = redact::for_role(caller.role, &response).into_owned();
+    let response = redact::into_role(caller.role, response);
     Ok((StatusCode::CREATED, Json(payload(response))).into_response())
 }
 
@@ -106,9 +106,8 @@ pub async fn tasks(
         label: query.label,
         limit: query.limit,
     };
-    let tasks = h::list::handle(&ctx, &filter)?;
-    let tasks = redact::for_role(caller.role, &tasks);
-    Ok(Json(serde_json::to_value(&*tasks).unwrap_or_default()).into_response())
+    let tasks = redact::into_role(caller.role, h::list::handle(&ctx, &filter)?);
+    Ok(Json(serde_json::to_value(tasks).unwrap_or_default()).into_response())
 }
 
 /// `GET /tasks/{id}`: a task, or the workflow with that id (workflow ids come from the
@@ -132,7 +131,7 @@ pub async fn task(
 /// A workflow submission's answer: the workflow (201) with `task_id`, or its plan (200).
 async fn submit(ctx: &Context, caller: Caller, request: WorkflowRequest) -> Answer {
     let submitted = h::workflow_submit::submit(ctx, caller.actor, request).await?;
-    match redact::for_role(caller.role, &submitted).into_owned() {
+    match redact::into_role(caller.role, submitted) {
         WorkflowSubmitted::Planned(plan) => {
             Ok(Json(json!({"check_mode": true, "plan": plan})).into_response())
         }

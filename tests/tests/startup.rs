@@ -341,6 +341,53 @@ fn orch_daemon_stop_returns_once_the_daemon_has_exited() {
     daemon.kill9();
 }
 
+#[test]
+fn orch_daemon_stop_waits_for_a_daemon_in_another_pid_namespace() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: a pid namespace needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let _sweeper = Sweeper(dir.path());
+    let socket = dir.path().join("d.sock");
+    let data = dir.path().join("data");
+    // The daemon is pid 1 of its own namespace (as in a container sharing its socket):
+    // the pid it reports means another process here.
+    let mut child = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc"])
+        .arg(binary("provisioning-orchestrator"))
+        .arg("--quiet")
+        .arg("--data-dir")
+        .arg(&data)
+        .arg("--socket")
+        .arg(&socket)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    eventually(Duration::from_secs(20), "the daemon to answer", || {
+        Client::connect(&socket, "e2e").ok()
+    });
+    let nu = Nu::new(dir.path(), &socket);
+    nu.run("orch submit sleep 60 | ignore");
+    eventually(Duration::from_secs(20), "the task to run", || {
+        (nu.json("orch task 1 | get status") == "running").then_some(())
+    });
+    let stopped = nu.json("orch daemon stop");
+    assert_eq!(stopped["stopped"], true);
+    // It has exited: its database is free for the next daemon, its socket is gone.
+    assert!(!socket.exists(), "the socket file is still there");
+    let reopened = redb::Database::open(data.join("orchestrator.redb"));
+    assert!(
+        reopened.is_ok(),
+        "the store is still held: {:?}",
+        reopened.err()
+    );
+    let _ = child.wait();
+}
+
 /// Every path under `dir` (itself included) whose mode is not 0700 (directories) or 0600
 /// (files).
 fn not_private(dir: &Path) -> Vec<String> {

@@ -135,6 +135,18 @@ impl Connection {
         ))
     }
 
+    /// Keeps this connection open until the process exits (the kernel closes it then), so
+    /// that its client sees the end of the stream exactly when the daemon has exited,
+    /// whatever pid namespace it is in. Used by `Shutdown`.
+    pub fn hold_open_until_exit(&self) -> std::io::Result<()> {
+        use std::os::fd::AsFd as _;
+        let fd = self.stream.as_fd().try_clone_to_owned()?;
+        // Deliberately never closed: it ends with the process (close-on-exec, so no task
+        // process inherits it).
+        std::mem::forget(fd);
+        Ok(())
+    }
+
     /// Sends one response, with its secrets redacted unless the peer is an admin.
     pub async fn send(&mut self, response: &Response) -> std::io::Result<()> {
         let response = crate::redact::for_role(self.role, response);

@@ -4,9 +4,8 @@ use std::time::{Duration, Instant};
 
 use nu_plugin::{EngineInterface, EvaluatedCall, SimplePluginCommand};
 use nu_protocol::{Category, Example, LabeledError, Signature, Type, Value, record};
-use orch_protocol::{ClientError, Request, Response};
+use orch_protocol::{ClientError, Request};
 
-use super::daemon_status::is_running;
 use crate::OrchestratorPlugin;
 use crate::connection::{labeled, socket_path};
 
@@ -66,21 +65,19 @@ impl SimplePluginCommand for DaemonStop {
         };
         let pid = client.welcome().pid;
         match client.call(&Request::Shutdown) {
-            Ok(Response::ShuttingDown) | Err(ClientError::Frame(_)) => {}
-            Ok(_) => {}
+            Ok(_) | Err(ClientError::Frame(_)) => {}
             Err(e) => return Err(labeled(e, head, &[])),
         }
-        // Wait for the process itself to end, not only the socket: until then it still
-        // holds its database, and a new daemon could not open it.
+        // The daemon holds this connection open until its process exits: the end of the
+        // stream is the exit (until then it still holds its database, and a new daemon
+        // could not open it). Unlike its pid, this holds across pid namespaces.
         let deadline = Instant::now() + STOP_TIMEOUT;
-        while is_running(engine) || process_exists(pid) {
-            if Instant::now() >= deadline || engine.signals().interrupted() {
-                return Err(LabeledError::new("daemon still running").with_label(
-                    format!("pid {pid} did not stop within {}s", STOP_TIMEOUT.as_secs()),
-                    head,
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        let waited = client.next(&|| Instant::now() >= deadline || engine.signals().interrupted());
+        if matches!(waited, Err(ref e) if e.is_interrupted()) {
+            return Err(LabeledError::new("daemon still running").with_label(
+                format!("pid {pid} did not stop within {}s", STOP_TIMEOUT.as_secs()),
+                head,
+            ));
         }
         Ok(Value::record(
             record! {
@@ -90,16 +87,6 @@ impl SimplePluginCommand for DaemonStop {
             },
             head,
         ))
-    }
-}
-
-/// True while process `pid` exists (and is not a zombie).
-fn process_exists(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rfind(')')
-            .is_some_and(|end| stat[end + 1..].trim_start().starts_with('Z')),
-        Err(_) => false,
     }
 }
 

@@ -21,6 +21,9 @@ pub async fn handle(ctx: &Context, conn: &mut Connection) -> std::io::Result<()>
     {
         return conn.send(&Response::Error(reply)).await;
     }
+    if let Err(e) = conn.hold_open_until_exit() {
+        tracing::warn!(error = %e, "cannot hold the stopping client's connection until exit");
+    }
     let sent = conn.send(&Response::ShuttingDown).await;
     ctx.shutdown.cancel();
     sent

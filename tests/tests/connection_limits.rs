@@ -236,7 +236,7 @@ fn slow_and_silent_clients_are_cut_after_their_timeouts() {
     stalled_body
         .set_read_timeout(Some(Duration::from_secs(20)))
         .unwrap();
-    let token = operator_token(&daemon);
+    let token = token(&daemon, "operator");
     write!(
         stalled_body,
         "POST /workflows/servers/create HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"infra\":"
@@ -257,7 +257,8 @@ fn slow_and_silent_clients_are_cut_after_their_timeouts() {
     assert_health_answers(&daemon);
 }
 
-fn operator_token(daemon: &Daemon) -> String {
+/// The token of `role` from the daemon's tokens.json.
+fn token(daemon: &Daemon, role: &str) -> String {
     let file: Value = serde_json::from_str(
         &std::fs::read_to_string(daemon.data_dir().join("tokens.json")).unwrap(),
     )
@@ -266,7 +267,7 @@ fn operator_token(daemon: &Daemon) -> String {
         .as_array()
         .unwrap()
         .iter()
-        .find(|t| t["role"] == "operator")
+        .find(|t| t["role"] == role)
         .and_then(|t| t["token"].as_str())
         .unwrap()
         .to_string()
@@ -360,8 +361,49 @@ fn clients_past_the_connection_caps_are_refused_with_a_clear_error() {
 
 #[test]
 fn waits_and_watch_streams_quiet_longer_than_the_idle_timeout_stay_open() {
-    let daemon = Daemon::start(&["--idle-timeout", "1s"]);
+    let port = free_port();
+    let daemon = Daemon::start(&[
+        "--idle-timeout",
+        "1s",
+        "--read-timeout",
+        "1s",
+        "--port",
+        &port.to_string(),
+    ]);
     let nu = daemon.nu();
+    // An HTTP event stream quiet for longer than both timeouts still delivers what comes.
+    let events = std::process::Command::new("curl")
+        .args(["-sS", "-N", "--max-time", "5", "-H"])
+        .arg(format!(
+            "Authorization: Bearer {}",
+            token(&daemon, "viewer")
+        ))
+        .arg(format!("http://127.0.0.1:{port}/events"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("curl runs");
+    std::thread::sleep(Duration::from_millis(2500));
+    let late = daemon
+        .client()
+        .call(&Request::Submit {
+            tasks: vec![TaskSpec::command("true", vec!["late-event".into()])],
+        })
+        .unwrap();
+    let out = events.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(28),
+        "the stream stays open until curl leaves"
+    );
+    let Response::Tasks { tasks, .. } = late else {
+        panic!("{late:?}")
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("\"task\":{}", tasks[0].id)),
+        "no event of task {} after 2.5 s of quiet: {text}",
+        tasks[0].id
+    );
     // A watch on a task that is silent for 3 s ends with the task's final state.
     let events =
         nu.json("let task = (orch submit sleep 3); orch watch --task $task.id | get event");

@@ -96,6 +96,11 @@ pub struct Cli {
     #[arg(long, value_name = "DIR", env = "PROVISIONING_WORKSPACE")]
     pub workspace: Option<PathBuf>,
 
+    /// The largest a task's log may grow, in bytes (all its attempts together); later
+    /// output is discarded after one line saying so.
+    #[arg(long, value_name = "BYTES", default_value_t = crate::runner::DEFAULT_MAX_LOG_BYTES, value_parser = clap::value_parser!(u64).range(1024..))]
+    pub max_log_bytes: u64,
+
     /// How many test environments may exist at once (created and not deleted).
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub max_test_envs: u32,

@@ -120,7 +120,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         nu_binary: cli.nu_binary.clone(),
         logs_dir: logs_dir.clone(),
         data_dir: data_dir.clone(),
-    });
+        max_log_bytes: cli.max_log_bytes,
+    })
+    .context("preparing the directory of task parameters")?;
     let parts = EngineParts {
         committer,
         bus: bus.clone(),

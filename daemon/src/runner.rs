@@ -1,19 +1,25 @@
 //! Runs one attempt of a task as a process in its own process group.
 //!
-//! Standard output and error are read line by line into the task's log file, which is
-//! created on the first byte (a silent task leaves no file); a line of standard output
-//! that is a JSON object with a `progress` field also becomes a progress event. A timeout or a cancel stops the whole
-//! process group: SIGTERM, then SIGKILL after a grace period.
+//! Standard output and error are read line by line (a line longer than [`MAX_LINE`] in
+//! pieces of that size) into the task's log file, which is created on the first byte (a
+//! silent task leaves no file) and capped in size; a line of standard output that is a
+//! JSON object with a `progress` field also becomes a progress event. A timeout or a
+//! cancel stops the whole process group: SIGTERM, then SIGKILL after a grace period.
+//!
+//! Parameters reach the task as JSON in `ORCH_PARAMS`, or, when they are too large for
+//! one environment variable, in a private file named by `ORCH_PARAMS_FILE` (removed when
+//! the attempt ends); the Nushell prelude reads either into `$params`.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use orch_protocol::{AttemptOutcome, Progress, TaskId, TaskKind, TaskSpec};
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
 use tokio::process::{Child, Command as Process};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -26,6 +32,24 @@ const KILL_GRACE: Duration = Duration::from_secs(3);
 /// How long output is still read after the main process exited (a background child may
 /// hold the pipe open).
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
+
+/// The longest piece of output handled as one line: a longer line is logged in pieces of
+/// this size, and is never a progress line.
+pub const MAX_LINE: usize = 64 * 1024;
+
+/// Parameters up to this size (as JSON) are passed in `ORCH_PARAMS`; larger ones in a
+/// file. Linux refuses a single environment string over 128 KiB.
+pub const INLINE_PARAMS_MAX: usize = 64 * 1024;
+
+/// The environment variable naming the parameters file of an attempt.
+pub const PARAMS_FILE_ENV: &str = "ORCH_PARAMS_FILE";
+
+/// The default cap on a task's log file, in bytes.
+pub const DEFAULT_MAX_LOG_BYTES: u64 = 1024 * 1024 * 1024;
+
+/// The Nushell code run before every Nushell task: `$params` from the file or the
+/// environment variable.
+pub const PRELUDE: &str = "let params = (if ($env.ORCH_PARAMS_FILE? | is-not-empty) { open --raw $env.ORCH_PARAMS_FILE } else { $env.ORCH_PARAMS? | default 'null' } | from json)\n";
 
 /// One attempt to start.
 pub struct Launch {
@@ -49,6 +73,53 @@ pub struct RunnerConfig {
     /// The daemon's data directory: the working directory of tasks that do not name one,
     /// and the owner marker in every task's environment (see [`crate::orphans`]).
     pub data_dir: PathBuf,
+    /// The largest a task's log file may grow (all attempts together); later output is
+    /// discarded, after one line saying so.
+    pub max_log_bytes: u64,
+}
+
+impl RunnerConfig {
+    /// Where the parameters files of running attempts are kept (private).
+    fn params_dir(&self) -> PathBuf {
+        self.data_dir.join("params")
+    }
+
+    /// The prelude file Nushell scripts are started with (`nu --env-config`).
+    fn prelude_path(&self) -> PathBuf {
+        self.params_dir().join("prelude.nu")
+    }
+}
+
+/// Why an attempt could not be started.
+enum StartError {
+    /// The system is out of file descriptors or processes: not the task's fault.
+    Exhausted(String),
+    /// Anything else (no such program, not executable, ...): a failed attempt.
+    Failed(String),
+}
+
+impl StartError {
+    /// Classifies `error`, met while starting the attempt; `what` names what was started.
+    fn of(what: &str, error: &std::io::Error) -> StartError {
+        let message = format!("{what}: {error}");
+        match error.raw_os_error() {
+            Some(libc::EMFILE | libc::ENFILE | libc::EAGAIN | libc::ENOMEM) => {
+                StartError::Exhausted(message)
+            }
+            _ => StartError::Failed(message),
+        }
+    }
+}
+
+/// A parameters file, removed when the attempt ends.
+struct ParamsFile(PathBuf);
+
+impl Drop for ParamsFile {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_file(&self.0) {
+            tracing::warn!(file = %self.0.display(), error = %e, "cannot delete a parameters file");
+        }
+    }
 }
 
 /// Starts attempts and reports their ends to the engine.
@@ -64,12 +135,21 @@ pub fn log_path(logs_dir: &Path, id: TaskId) -> PathBuf {
 }
 
 impl Runner {
-    /// A runner with these settings; the engine connects its mailbox.
-    pub fn new(config: RunnerConfig) -> Runner {
-        Runner {
+    /// A runner with these settings; the engine connects its mailbox. Creates the private
+    /// directory of parameters files (removing files a crashed daemon left) and the
+    /// prelude of Nushell scripts.
+    pub fn new(config: RunnerConfig) -> std::io::Result<Runner> {
+        use std::os::unix::fs::DirBuilderExt;
+        let dir = config.params_dir();
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)?;
+        }
+        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        crate::files::write_atomically(&config.prelude_path(), PRELUDE.as_bytes(), 0o600)?;
+        Ok(Runner {
             config: Arc::new(config),
             mailbox: None,
-        }
+        })
     }
 
     /// Deletes the log of a removed task (a task that printed nothing has none).
@@ -95,17 +175,28 @@ impl Runner {
     }
 
     /// Starts the attempt on `runtime`; its end is sent to the engine as
-    /// [`Command::Exited`].
+    /// [`Command::Exited`], or as [`Command::NotStarted`] when the system lacked the
+    /// resources to start it.
     pub fn launch(&self, runtime: &tokio::runtime::Handle, launch: Launch) {
         let runner = self.clone();
         runtime.spawn(async move {
             let (id, attempt) = (launch.id, launch.attempt);
-            let outcome = runner.run(launch).await;
-            runner.send(Command::Exited {
-                id,
-                attempt,
-                outcome,
-            });
+            let command = match runner.run(launch).await {
+                Ok(outcome) => Command::Exited {
+                    id,
+                    attempt,
+                    outcome,
+                },
+                Err(reason) => {
+                    tracing::warn!(task = id, attempt, %reason, "cannot start a task for lack of resources; it will be tried again");
+                    Command::NotStarted {
+                        id,
+                        attempt,
+                        reason,
+                    }
+                }
+            };
+            runner.send(command);
         });
     }
 
@@ -115,20 +206,24 @@ impl Runner {
         }
     }
 
-    async fn run(&self, launch: Launch) -> AttemptOutcome {
+    /// Runs the attempt to its end; `Err` with the reason when it could not start for
+    /// lack of system resources.
+    async fn run(&self, launch: Launch) -> Result<AttemptOutcome, String> {
         if launch.token.is_cancelled() {
-            return AttemptOutcome::Cancelled;
+            return Ok(AttemptOutcome::Cancelled);
         }
         let log = Arc::new(Mutex::new(TaskLog::new(
             log_path(&self.config.logs_dir, launch.id),
             launch.attempt,
+            self.config.max_log_bytes,
         )));
-        let mut child = match self.spawn(&launch) {
-            Ok(child) => child,
-            Err(error) => {
+        let (mut child, _params_file) = match self.spawn(&launch) {
+            Ok(started) => started,
+            Err(StartError::Exhausted(reason)) => return Err(reason),
+            Err(StartError::Failed(error)) => {
                 let line = format!("orch: could not start the task: {error}\n");
                 lock(&log).write(line.as_bytes());
-                return AttemptOutcome::SpawnFailed { error };
+                return Ok(AttemptOutcome::SpawnFailed { error });
             }
         };
         let stdout = child.stdout.take().expect("stdout is piped");
@@ -149,10 +244,30 @@ impl Runner {
             out.abort();
             err.abort();
         }
-        outcome
+        Ok(outcome)
     }
 
-    fn spawn(&self, launch: &Launch) -> Result<Child, String> {
+    /// Writes the attempt's parameters to a private file (for parameters too large for
+    /// the environment).
+    fn write_params(&self, launch: &Launch, json: &str) -> Result<ParamsFile, StartError> {
+        let path = self
+            .config
+            .params_dir()
+            .join(format!("{}-{}.json", launch.id, launch.attempt));
+        let file = ParamsFile(path.clone());
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&path)
+            .and_then(|mut f| f.write_all(json.as_bytes()))
+            .map_err(|e| StartError::of(&path.display().to_string(), &e))?;
+        Ok(file)
+    }
+
+    /// Starts the attempt's process; the parameters file (if any) must live until it ends.
+    fn spawn(&self, launch: &Launch) -> Result<(Child, Option<ParamsFile>), StartError> {
         let spec = &launch.spec;
         let mut process = match &spec.kind {
             TaskKind::Command { program, args } => {
@@ -162,13 +277,15 @@ impl Runner {
             }
             TaskKind::Nu { code } => {
                 let mut p = Process::new(&self.config.nu_binary);
-                let script = format!("let params = ($env.ORCH_PARAMS | from json)\n{code}");
-                p.args(["-n", "-c", &script]);
+                p.args(["-n", "-c", &format!("{PRELUDE}{code}")]);
                 p
             }
             TaskKind::NuFile { path } => {
+                // `--env-config` (which loads nothing else for a script) defines `$params`.
                 let mut p = Process::new(&self.config.nu_binary);
-                p.arg("-n").arg(path);
+                p.arg("--env-config")
+                    .arg(self.config.prelude_path())
+                    .arg(path);
                 p
             }
         };
@@ -178,7 +295,6 @@ impl Runner {
             .envs(&spec.env)
             .env("ORCH_TASK_ID", launch.id.to_string())
             .env("ORCH_ATTEMPT", launch.attempt.to_string())
-            .env("ORCH_PARAMS", params)
             .env(crate::orphans::DATA_DIR_ENV, &self.config.data_dir)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -186,10 +302,23 @@ impl Runner {
             .process_group(0)
             .kill_on_drop(false);
         crate::files::restore_umask(&mut process);
-        process.spawn().map_err(|e| match &spec.kind {
-            TaskKind::Command { program, .. } => format!("{program}: {e}"),
-            _ => format!("{}: {e}", self.config.nu_binary.display()),
-        })
+        let params_file = if params.len() > INLINE_PARAMS_MAX {
+            let file = self.write_params(launch, &params)?;
+            process
+                .env_remove("ORCH_PARAMS")
+                .env(PARAMS_FILE_ENV, &file.0);
+            Some(file)
+        } else {
+            process
+                .env_remove(PARAMS_FILE_ENV)
+                .env("ORCH_PARAMS", params);
+            None
+        };
+        let child = process.spawn().map_err(|e| match &spec.kind {
+            TaskKind::Command { program, .. } => StartError::of(program, &e),
+            _ => StartError::of(&self.config.nu_binary.display().to_string(), &e),
+        })?;
+        Ok((child, params_file))
     }
 }
 
@@ -254,56 +383,144 @@ fn signal_group(pgid: u32, signal: libc::c_int) {
 }
 
 /// A task's log file, opened (in append mode) when the first byte arrives; later attempts
-/// start with a header line.
+/// start with a header line. It grows to `limit` bytes at most: what comes after is
+/// discarded, after one line saying so. A write error (such as a full disk) stops the
+/// logging of this attempt, and nothing else.
 struct TaskLog {
     path: PathBuf,
     header: Option<String>,
     file: Option<File>,
-    failed: bool,
+    /// The file's size so far.
+    size: u64,
+    limit: u64,
+    /// The size at which free disk space is checked next.
+    next_check: u64,
+    /// Nothing more is written (the limit was reached, or a write failed).
+    closed: bool,
 }
 
 impl TaskLog {
-    fn new(path: PathBuf, attempt: u32) -> TaskLog {
+    fn new(path: PathBuf, attempt: u32, limit: u64) -> TaskLog {
         let header = (attempt > 1).then(|| format!("--- orch: attempt {attempt} ---\n"));
         TaskLog {
             path,
             header,
             file: None,
-            failed: false,
+            size: 0,
+            limit,
+            next_check: 0,
+            closed: false,
         }
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        if self.failed {
+        if self.closed {
             return;
         }
         if let Err(e) = self.try_write(bytes) {
-            tracing::warn!(log = %self.path.display(), error = %e, "cannot write a task's log");
-            self.failed = true;
+            tracing::warn!(log = %self.path.display(), error = %e, "cannot write a task's log; the rest of this attempt's output is discarded");
+            self.closed = true;
         }
     }
 
     fn try_write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         if self.file.is_none() {
-            let mut file = OpenOptions::new()
+            let file = OpenOptions::new()
                 .create(true)
                 .append(true)
+                .mode(0o600)
                 .open(&self.path)?;
-            if let Some(header) = self.header.take() {
-                file.write_all(header.as_bytes())?;
-            }
+            self.size = file.metadata()?.len();
             self.file = Some(file);
+            if self.size >= self.limit {
+                // An earlier attempt filled it (and said so).
+                self.closed = true;
+                return Ok(());
+            }
+            if let Some(header) = self.header.take() {
+                self.append(header.as_bytes())?;
+            }
         }
-        self.file.as_mut().expect("opened above").write_all(bytes)
+        self.append(bytes)
     }
+
+    /// Appends what fits under the limit; at the limit, or when the disk is nearly full,
+    /// the marker line.
+    fn append(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        if self.size >= self.next_check {
+            self.next_check = self.size + DISK_CHECK_EVERY;
+            if self.disk_nearly_full() {
+                return self.close_with("the disk is nearly full (the store needs the space)");
+            }
+        }
+        let room = self.limit.saturating_sub(self.size);
+        let fits = bytes.len().min(usize::try_from(room).unwrap_or(usize::MAX));
+        let file = self.file.as_mut().expect("opened before appending");
+        file.write_all(&bytes[..fits])?;
+        self.size += fits as u64;
+        if fits < bytes.len() {
+            let why = format!("the log reached its limit of {} bytes", self.limit);
+            return self.close_with(&why);
+        }
+        Ok(())
+    }
+
+    /// Writes the marker line saying why later output is discarded, and stops writing.
+    fn close_with(&mut self, why: &str) -> std::io::Result<()> {
+        self.closed = true;
+        tracing::warn!(log = %self.path.display(), "{why}; the rest of the task's output is discarded");
+        let marker = format!("\n--- orch: {why}; further output is discarded ---\n");
+        let file = self.file.as_mut().expect("opened before appending");
+        file.write_all(marker.as_bytes())?;
+        self.size += marker.len() as u64;
+        Ok(())
+    }
+
+    /// True when the log's file system has less free space than the reserve kept for the
+    /// store: the smaller of [`DISK_RESERVE`] and a quarter of the file system.
+    fn disk_nearly_full(&self) -> bool {
+        let Some(dir) = self.path.parent() else {
+            return false;
+        };
+        match free_space(dir) {
+            Some((free, total)) => free < DISK_RESERVE.min(total / 4),
+            None => false,
+        }
+    }
+}
+
+/// How much free space task logs leave on their file system (at most a quarter of it).
+const DISK_RESERVE: u64 = 64 * 1024 * 1024;
+
+/// How often (in bytes written to a log) the free space is checked.
+const DISK_CHECK_EVERY: u64 = 1024 * 1024;
+
+/// The free space (for unprivileged users) and the size of the file system of `dir`.
+fn free_space(dir: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `path` is a NUL-terminated string and `stat` a buffer of the right type,
+    // which statvfs(3) fills when it returns 0.
+    let stat = unsafe {
+        if libc::statvfs(path.as_ptr(), stat.as_mut_ptr()) != 0 {
+            return None;
+        }
+        stat.assume_init()
+    };
+    let block = stat.f_frsize as u64;
+    Some((
+        (stat.f_bavail as u64).saturating_mul(block),
+        (stat.f_blocks as u64).saturating_mul(block),
+    ))
 }
 
 fn lock(log: &Mutex<TaskLog>) -> std::sync::MutexGuard<'_, TaskLog> {
     log.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Copies one output stream to the task's log, line by line; with `progress`, progress
-/// lines also become events.
+/// Copies one output stream to the task's log, line by line (a line longer than
+/// [`MAX_LINE`] in pieces); with `progress`, progress lines also become events.
 async fn pump_output(
     stream: impl AsyncRead + Unpin,
     log: Arc<Mutex<TaskLog>>,
@@ -311,12 +528,23 @@ async fn pump_output(
 ) {
     let mut reader = BufReader::new(stream);
     let mut line = Vec::with_capacity(256);
+    // The previous piece ended a line: this one starts one.
+    let mut at_line_start = true;
     loop {
         line.clear();
-        match reader.read_until(b'\n', &mut line).await {
+        let piece = (&mut reader)
+            .take(MAX_LINE as u64)
+            .read_until(b'\n', &mut line)
+            .await;
+        match piece {
             Ok(0) | Err(_) => break,
             Ok(_) => {
                 lock(&log).write(&line);
+                let whole = at_line_start && (line.ends_with(b"\n") || line.len() < MAX_LINE);
+                at_line_start = line.ends_with(b"\n");
+                if !whole {
+                    continue;
+                }
                 if let (Some((runner, id, attempt)), Some(p)) = (&progress, parse_progress(&line)) {
                     runner.send(Command::Progress {
                         id: *id,

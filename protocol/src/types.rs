@@ -478,6 +478,16 @@ pub enum EventKind {
         /// When the next attempt is due.
         retry_at: DateTime<Utc>,
     },
+    /// An attempt could not start for lack of system resources (file descriptors,
+    /// processes): it is not counted, and the task is started again at `retry_at`.
+    StartDeferred {
+        /// The attempt that could not start (it keeps its number).
+        attempt: u32,
+        /// The system's error, e.g. `Too many open files`.
+        reason: String,
+        /// When the attempt is tried again.
+        retry_at: DateTime<Utc>,
+    },
     /// The task succeeded.
     Succeeded {
         /// The attempt that succeeded.
@@ -529,6 +539,7 @@ impl EventKind {
             EventKind::Started { .. } => "started",
             EventKind::Progress { .. } => "progress",
             EventKind::AttemptFailed { .. } => "attempt_failed",
+            EventKind::StartDeferred { .. } => "start_deferred",
             EventKind::Succeeded { .. } => "succeeded",
             EventKind::Failed { .. } => "failed",
             EventKind::Cancelled => "cancelled",

@@ -26,7 +26,11 @@ fn a_nu_snippet_gets_structured_params_and_reports_progress() {
     );
     let progress =
         nu.json("orch watch --task 1 | where event == progress | get details.progress.percent");
-    assert_eq!(progress, serde_json::json!([50.0, 100.0]));
+    // Progress is coalesced per commit: the first value may be folded into the last.
+    assert!(
+        progress == serde_json::json!([50.0, 100.0]) || progress == serde_json::json!([100.0]),
+        "{progress}"
+    );
     let log = nu.run("orch logs 1");
     assert!(log.ends_with("total 2\n"), "{log}");
 }

@@ -130,6 +130,18 @@ pub enum Command {
         /// How it ended.
         outcome: AttemptOutcome,
     },
+    /// An attempt could not start for lack of system resources (sent by the runner): it
+    /// is not counted, and the task is tried again after a short delay.
+    NotStarted {
+        /// Which task.
+        id: TaskId,
+        /// Which attempt.
+        attempt: u32,
+        /// The system's error.
+        reason: String,
+    },
+    /// The batch carrying the latest progress values is durable: the next ones may go.
+    ProgressCommitted,
     /// A task printed a progress line (sent by the runner).
     Progress {
         /// Which task.
@@ -229,6 +241,11 @@ pub struct Engine {
     deferred: HashMap<WorkflowId, ReadyQueue>,
     /// Workflows whose tasks changed since they were last looked at.
     touched_workflows: BTreeSet<WorkflowId>,
+    /// Running tasks whose progress changed since it was last written: only the latest
+    /// value of each is written, once per commit (see [`Engine::flush_progress`]).
+    progress_dirty: BTreeSet<TaskId>,
+    /// A batch of progress values is being committed.
+    progress_in_flight: bool,
     parallel_limit: usize,
     next_id: TaskId,
     next_seq: u64,
@@ -273,6 +290,8 @@ impl Engine {
             workflow_running: HashMap::new(),
             deferred: HashMap::new(),
             touched_workflows: BTreeSet::new(),
+            progress_dirty: BTreeSet::new(),
+            progress_in_flight: false,
             parallel_limit: parts.parallel_limit.max(1),
             next_id: 1,
             next_seq: snapshot.last_event_seq + 1,
@@ -383,6 +402,12 @@ impl Engine {
                 attempt,
                 progress,
             } => self.progress(id, attempt, progress),
+            Command::ProgressCommitted => self.progress_in_flight = false,
+            Command::NotStarted {
+                id,
+                attempt,
+                reason,
+            } => self.not_started(id, attempt, reason),
             Command::RetryDue { id, next_attempt } => self.retry_due(id, next_attempt),
             Command::Shutdown { done } => self.begin_shutdown(done),
         }
@@ -415,6 +440,10 @@ impl Engine {
 
     /// Records a state change of `id`: in memory, in the pending batch, and as an event.
     fn transition(&mut self, id: TaskId, state: TaskState, kind: EventKind) {
+        if self.progress_dirty.remove(&id) {
+            // The latest progress comes before the change (which writes it with the task).
+            self.log_progress(id);
+        }
         let task = self.tasks.get_mut(&id).expect("transition of a known task");
         let previous = Some(task.state.status());
         let now_final = state.status().is_final();
@@ -461,8 +490,44 @@ impl Engine {
         self.pending.after_commit.push(Box::new(then));
     }
 
+    /// The progress event of `id`'s current progress.
+    fn log_progress(&mut self, id: TaskId) {
+        if let Some(progress) = self.tasks.get(&id).and_then(|t| t.progress.clone()) {
+            self.log_event(id, EventKind::Progress { progress });
+        }
+    }
+
+    /// Adds the latest progress of each task whose progress changed to the pending batch,
+    /// unless the previous such batch is not durable yet: however fast tasks print
+    /// progress, each task record is written at most once per commit.
+    fn flush_progress(&mut self) {
+        if self.progress_in_flight || self.progress_dirty.is_empty() {
+            return;
+        }
+        for id in std::mem::take(&mut self.progress_dirty) {
+            let Some(task) = self.tasks.get(&id) else {
+                continue;
+            };
+            if !matches!(task.state, TaskState::Running { .. }) {
+                continue;
+            }
+            let write = TaskWrite {
+                task: task.clone(),
+                previous: Some(orch_protocol::TaskStatus::Running),
+            };
+            self.pending.batch.tasks.push(write);
+            self.log_progress(id);
+        }
+        self.progress_in_flight = true;
+        let mailbox = self.mailbox.clone();
+        self.after_commit(move |_| {
+            let _ = mailbox.send(Command::ProgressCommitted);
+        });
+    }
+
     /// Hands the pending changes to the committer, with their effects.
     fn flush(&mut self) {
+        self.flush_progress();
         let pending = std::mem::take(&mut self.pending);
         if pending.batch.is_empty() && pending.after_commit.is_empty() {
             return;

@@ -10,6 +10,10 @@ use super::backoff::retry_delay;
 use super::{Engine, Outcome, Reply, StopReason, after, snapshot_of, unique};
 use crate::store::TaskWrite;
 
+/// How long a task whose attempt could not start for lack of resources waits before the
+/// attempt is tried again.
+const START_RETRY_DELAY: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The longest timeout or retry delay accepted: a year.
 const MAX_DELAY_MS: u64 = 365 * 24 * 3600 * 1000;
 
@@ -60,8 +64,95 @@ pub(super) fn validate(spec: &TaskSpec, index: usize) -> Result<(), ErrorReply> 
                 spec_size(spec)
             ),
         ),
-        _ => Ok(()),
+        _ => match exec_limits(spec) {
+            Err((field, message)) => bad(field, message),
+            Ok(()) => Ok(()),
+        },
     }
+}
+
+/// The longest single argument or environment entry (`KEY=value`) Linux passes to a
+/// program (MAX_ARG_STRLEN, 128 KiB with its terminating NUL).
+const MAX_EXEC_STRING: usize = 128 * 1024 - 1;
+
+/// The most the environment entries of `--env` may take together: well inside the
+/// system's limit on arguments and environment together (ARG_MAX, usually 2 MiB), which
+/// the daemon's own environment and the task's arguments share.
+const MAX_ENV_BYTES: usize = 1024 * 1024;
+
+/// The most a task's arguments may take together (the same shared limit).
+const MAX_ARGS_BYTES: usize = 512 * 1024;
+
+/// Checks what the system's `exec` would refuse (so that a task accepted can start):
+/// the environment and the arguments. Parameters are not limited here: large ones are
+/// passed in a file.
+fn exec_limits(spec: &TaskSpec) -> Result<(), (&'static str, String)> {
+    let mut env_bytes = 0;
+    for (key, value) in &spec.env {
+        if key.is_empty() || key.contains(['=', '\0']) {
+            return Err((
+                "env",
+                format!("the variable name {key:?} is empty or has `=` or a NUL byte"),
+            ));
+        }
+        if value.contains('\0') {
+            return Err(("env", format!("the value of {key} has a NUL byte")));
+        }
+        let entry = key.len() + 1 + value.len();
+        if entry > MAX_EXEC_STRING {
+            return Err((
+                "env",
+                format!(
+                    "{key} is {entry} bytes; one variable may hold at most {MAX_EXEC_STRING} (pass large data in params)"
+                ),
+            ));
+        }
+        env_bytes += entry + 1;
+    }
+    if env_bytes > MAX_ENV_BYTES {
+        return Err((
+            "env",
+            format!(
+                "the environment variables take {env_bytes} bytes; the limit is {MAX_ENV_BYTES} (pass large data in params)"
+            ),
+        ));
+    }
+    let (field, args): (&'static str, Vec<&str>) = match &spec.kind {
+        TaskKind::Command { program, args } => (
+            "command",
+            std::iter::once(program.as_str())
+                .chain(args.iter().map(String::as_str))
+                .collect(),
+        ),
+        TaskKind::Nu { code } => ("nu", vec![code.as_str()]),
+        TaskKind::NuFile { .. } => return Ok(()),
+    };
+    if args.iter().any(|a| a.contains('\0')) {
+        return Err((field, "an argument has a NUL byte".into()));
+    }
+    if let Some(long) = args
+        .iter()
+        .find(|a| a.len() + crate::runner::PRELUDE.len() > MAX_EXEC_STRING)
+    {
+        return Err((
+            field,
+            format!(
+                "an argument is {} bytes; one argument may hold at most {} (use a script file, or pass data in params)",
+                long.len(),
+                MAX_EXEC_STRING - crate::runner::PRELUDE.len()
+            ),
+        ));
+    }
+    let total: usize = args.iter().map(|a| a.len() + 1).sum();
+    if total > MAX_ARGS_BYTES {
+        return Err((
+            field,
+            format!(
+                "the arguments take {total} bytes; the limit is {MAX_ARGS_BYTES} (pass data in params)"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn spec_size(spec: &TaskSpec) -> usize {
@@ -521,6 +612,8 @@ impl Engine {
         }
     }
 
+    /// Records a task's progress in memory; it is written (the latest value only) by
+    /// [`Engine::flush_progress`] or with the task's next change.
     pub(super) fn progress(&mut self, id: TaskId, attempt: u32, progress: Progress) {
         let Some(task) = self.tasks.get_mut(&id) else {
             return;
@@ -528,13 +621,40 @@ impl Engine {
         if !matches!(task.state, TaskState::Running { attempt: a, .. } if a == attempt) {
             return;
         }
-        task.progress = Some(progress.clone());
-        let write = TaskWrite {
-            task: task.clone(),
-            previous: Some(TaskStatus::Running),
+        task.progress = Some(progress);
+        self.progress_dirty.insert(id);
+    }
+
+    /// An attempt could not start for lack of system resources: unless it was being
+    /// stopped anyway, it is not counted, and the task waits a short delay to try it again.
+    pub(super) fn not_started(&mut self, id: TaskId, attempt: u32, reason: String) {
+        let Some(running) = self.running.get(&id) else {
+            return;
         };
-        self.pending.batch.tasks.push(write);
-        self.log_event(id, EventKind::Progress { progress });
+        if running.stop.is_some() {
+            // A cancel or a shutdown came first: the attempt ends as they make it end.
+            return self.exited(id, attempt, AttemptOutcome::SpawnFailed { error: reason });
+        }
+        self.running.remove(&id);
+        self.release_workflow_slot(id);
+        let task = self.tasks.get_mut(&id).expect("known task");
+        if task.attempts.last().is_some_and(|a| a.number == attempt) {
+            task.attempts.pop();
+        }
+        let retry_at = after(START_RETRY_DELAY);
+        self.transition(
+            id,
+            TaskState::RetryWaiting {
+                next_attempt: attempt,
+                retry_at,
+            },
+            EventKind::StartDeferred {
+                attempt,
+                reason,
+                retry_at,
+            },
+        );
+        self.pending.timers.push((id, attempt, START_RETRY_DELAY));
     }
 
     pub(super) fn retry_due(&mut self, id: TaskId, attempt: u32) {

@@ -31,7 +31,7 @@ pub async fn handle(
             Ok(finished) => finished,
             Err(reply) => return conn.send(&Response::Error(reply)).await,
         };
-        for text in tail.read_new(&path)? {
+        while let Some(text) = tail.next_chunk(&path)? {
             conn.send(&Response::Log { text }).await?;
         }
         if !follow || finished {
@@ -58,8 +58,9 @@ fn task_is_final(ctx: &Context, id: TaskId) -> Result<bool, ErrorReply> {
         .is_final())
 }
 
-/// Reads a growing file, returning whole UTF-8 text (a split character waits for its
-/// remaining bytes).
+/// Reads a growing file one chunk at a time (so a reader holds one chunk, whatever the
+/// file's size), returning whole UTF-8 text (a split character waits for its remaining
+/// bytes).
 #[derive(Default)]
 pub(super) struct Tail {
     offset: u64,
@@ -67,20 +68,19 @@ pub(super) struct Tail {
 }
 
 impl Tail {
-    /// Text added to the file since the last call, in chunks.
-    pub(super) fn read_new(&mut self, path: &std::path::Path) -> std::io::Result<Vec<String>> {
+    /// The next chunk of text added to the file, or `None` when there is nothing new yet.
+    pub(super) fn next_chunk(&mut self, path: &std::path::Path) -> std::io::Result<Option<String>> {
         let mut file = match std::fs::File::open(path) {
             Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
         file.seek(SeekFrom::Start(self.offset))?;
-        let mut out = Vec::new();
         let mut buf = vec![0u8; CHUNK];
         loop {
             let n = file.read(&mut buf)?;
             if n == 0 {
-                return Ok(out);
+                return Ok(None);
             }
             self.offset += n as u64;
             self.pending.extend_from_slice(&buf[..n]);
@@ -91,7 +91,7 @@ impl Tail {
             };
             let bytes: Vec<u8> = self.pending.drain(..valid).collect();
             if !bytes.is_empty() {
-                out.push(String::from_utf8_lossy(&bytes).into_owned());
+                return Ok(Some(String::from_utf8_lossy(&bytes).into_owned()));
             }
         }
     }

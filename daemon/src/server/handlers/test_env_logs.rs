@@ -33,7 +33,7 @@ pub async fn handle(
     let mut tail = Tail::default();
     loop {
         let busy = ctx.testenvs.is_busy(id);
-        for text in tail.read_new(&path)? {
+        while let Some(text) = tail.next_chunk(&path)? {
             conn.send(&Response::Log { text }).await?;
         }
         if !follow || !busy {

@@ -11,7 +11,7 @@
 
 use std::borrow::Cow;
 
-use orch_protocol::{Response, Task, TaskSpec, TestEnv, Workflow, WorkflowSubmitted, WorkflowView};
+use orch_protocol::{Response, Task, TaskSpec, TestEnv, Workflow, WorkflowView};
 
 use crate::audit::{REDACTED, is_secret_name, redact};
 use crate::http::auth::Role;
@@ -70,14 +70,8 @@ impl Redact for Workflow {
 
 impl Redact for WorkflowView {
     fn redact(&mut self) {
-        self.workflow.redact();
-    }
-}
-
-impl Redact for WorkflowSubmitted {
-    fn redact(&mut self) {
-        if let WorkflowSubmitted::Created(view) = self {
-            view.redact();
+        if let Some(request) = self.request.as_mut() {
+            redact(request);
         }
     }
 }
@@ -102,8 +96,6 @@ impl Redact for Response {
             Response::Task { task } => task.redact(),
             Response::Tasks { tasks, .. } => tasks.redact(),
             Response::Workflow(view) => view.redact(),
-            Response::Workflows { workflows } => workflows.redact(),
-            Response::WorkflowSubmitted(submitted) => submitted.redact(),
             Response::Env(env) => env.redact(),
             Response::Envs { envs } => envs.redact(),
             // No submitted values in these (the audit log is admin-only and redacted when
@@ -117,6 +109,9 @@ impl Redact for Response {
             | Response::Audit { .. }
             | Response::AuditReport(_)
             | Response::Plan(_)
+            | Response::WorkflowSubmitted(_)
+            | Response::Workflows { .. }
+            | Response::WorkflowSummary(_)
             | Response::Extensions(_)
             | Response::Topologies(_)
             | Response::Error(_) => {}

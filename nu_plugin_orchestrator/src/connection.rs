@@ -76,7 +76,7 @@ impl OrchestratorPlugin {
     }
 }
 
-/// The whole answer: a task list sent in parts is read to its end.
+/// The whole answer: a task or workflow list sent in parts is read to its end.
 pub fn whole(
     client: &mut Client,
     answer: Response,
@@ -87,6 +87,29 @@ pub fn whole(
             tasks: client.collect_tasks(answer, interrupted)?,
             more: false,
         }),
+        Response::Workflows {
+            mut workflows,
+            more: true,
+        } => {
+            loop {
+                match client.next(interrupted)? {
+                    Response::Workflows {
+                        workflows: part,
+                        more,
+                    } => {
+                        workflows.extend(part);
+                        if !more {
+                            break;
+                        }
+                    }
+                    other => return Err(ClientError::Unexpected(format!("{other:?}"))),
+                }
+            }
+            Ok(Response::Workflows {
+                workflows,
+                more: false,
+            })
+        }
         other => Ok(other),
     }
 }

@@ -2,7 +2,7 @@
 
 use nu_protocol::{Record, Span, Value, record};
 use orch_protocol::{
-    ExtensionsReport, StepStatus, TaskStatus, WorkflowPlan, WorkflowState, WorkflowView,
+    ExtensionsReport, StatusCounts, StepStatus, WorkflowPlan, WorkflowState, WorkflowSummary,
 };
 
 use crate::convert::{date, json_to_value};
@@ -10,14 +10,6 @@ use crate::convert::{date, json_to_value};
 /// Strings as a list value.
 fn strings(items: &[String], span: Span) -> Value {
     Value::list(items.iter().map(|s| Value::string(s, span)).collect(), span)
-}
-
-/// How many of the steps (not compensations) are in `status`.
-fn count(tasks: &[StepStatus], status: TaskStatus) -> i64 {
-    tasks
-        .iter()
-        .filter(|t| !t.rollback && t.status == status)
-        .count() as i64
 }
 
 /// The state's own data: when it ended, why, which steps failed.
@@ -54,30 +46,50 @@ fn state_fields(state: &WorkflowState, rec: &mut Record, span: Span) {
     );
 }
 
+/// Counts by status as a record.
+fn counts(counts: &StatusCounts, span: Span) -> Value {
+    let int = |n: u64| Value::int(i64::try_from(n).unwrap_or(i64::MAX), span);
+    Value::record(
+        record! {
+            "blocked" => int(counts.blocked),
+            "queued" => int(counts.queued),
+            "running" => int(counts.running),
+            "retry_waiting" => int(counts.retry_waiting),
+            "succeeded" => int(counts.succeeded),
+            "failed" => int(counts.failed),
+            "cancelled" => int(counts.cancelled),
+            "dependency_failed" => int(counts.dependency_failed),
+            "removed" => int(counts.removed),
+        },
+        span,
+    )
+}
+
 /// One row of `orch workflow list`.
-pub fn workflow_row(view: &WorkflowView, span: Span) -> Value {
-    let w = &view.workflow;
+pub fn workflow_row(w: &WorkflowSummary, span: Span) -> Value {
+    let int = |n: u64| Value::int(i64::try_from(n).unwrap_or(i64::MAX), span);
     let mut rec = record! {
-        "id" => Value::int(w.id as i64, span),
+        "id" => int(w.id),
         "name" => Value::string(&w.name, span),
         "kind" => Value::string(w.kind.as_str(), span),
         "status" => Value::string(w.state.status().as_str(), span),
-        "steps" => Value::int(w.steps.len() as i64, span),
-        "succeeded" => Value::int(count(&view.tasks, TaskStatus::Succeeded), span),
-        "running" => Value::int(count(&view.tasks, TaskStatus::Running), span),
+        "steps" => int(w.steps),
+        "succeeded" => int(w.step_counts.succeeded),
+        "running" => int(w.step_counts.running),
         "submitted" => date(w.submitted_at, span),
     };
     state_fields(&w.state, &mut rec, span);
     Value::record(rec, span)
 }
 
-/// The full record of `orch workflow show`: the row plus every step and compensation.
-pub fn workflow_detail(view: &WorkflowView, span: Span) -> Value {
-    let Value::Record { val, .. } = workflow_row(view, span) else {
+/// A workflow's summary as a record: the row plus its settings and its steps and
+/// compensations counted by status.
+pub fn workflow_summary(w: &WorkflowSummary, span: Span) -> Value {
+    let Value::Record { val, .. } = workflow_row(w, span) else {
         unreachable!("workflow_row returns a record")
     };
     let mut rec = val.into_owned();
-    let w = &view.workflow;
+    let int = |n: u64| Value::int(i64::try_from(n).unwrap_or(i64::MAX), span);
     rec.push("priority", Value::int(i64::from(w.priority), span));
     rec.push(
         "parallel_limit",
@@ -85,50 +97,68 @@ pub fn workflow_detail(view: &WorkflowView, span: Span) -> Value {
             .map_or(Value::nothing(span), |l| Value::int(i64::from(l), span)),
     );
     rec.push("rollback_enabled", Value::bool(w.rollback_enabled, span));
-    let status_of = |task: u64| {
-        view.tasks
-            .iter()
-            .find(|t| t.task == task)
-            .map_or(Value::nothing(span), |t| {
-                Value::string(t.status.as_str(), span)
-            })
+    rec.push("waves", w.waves.map_or(Value::nothing(span), int));
+    rec.push("step_counts", counts(&w.step_counts, span));
+    rec.push("compensations", int(w.compensations));
+    rec.push("compensation_counts", counts(&w.compensation_counts, span));
+    Value::record(rec, span)
+}
+
+/// The full record of `orch workflow show`: the summary plus the given steps
+/// (`step_list`) and compensations (`rollback`), and the request when it came along.
+pub fn workflow_detail(
+    w: &WorkflowSummary,
+    entries: &[StepStatus],
+    request: Option<&serde_json::Value>,
+    span: Span,
+) -> Value {
+    let Value::Record { val, .. } = workflow_summary(w, span) else {
+        unreachable!("workflow_summary returns a record")
     };
-    let steps = w
-        .steps
+    let mut rec = val.into_owned();
+    let status = |e: &StepStatus| {
+        e.status
+            .map_or(Value::nothing(span), |s| Value::string(s.as_str(), span))
+    };
+    let steps = entries
         .iter()
+        .filter(|e| !e.rollback)
         .map(|s| {
             Value::record(
                 record! {
                     "step" => Value::string(&s.id, span),
                     "task" => Value::int(s.task as i64, span),
-                    "status" => status_of(s.task),
+                    "status" => status(s),
                     "description" => Value::string(&s.description, span),
                     "dependencies" => strings(&s.dependencies, span),
                     "soft_dependencies" => strings(&s.soft_dependencies, span),
-                    "has_rollback" => Value::bool(s.rollback.is_some(), span),
+                    "has_rollback" => Value::bool(s.has_rollback, span),
                 },
                 span,
             )
         })
         .collect();
     rec.push("step_list", Value::list(steps, span));
-    let rollbacks = w
-        .rollback_steps
+    let rollbacks = entries
         .iter()
+        .filter(|e| e.rollback)
         .map(|r| {
             Value::record(
                 record! {
-                    "step" => Value::string(&r.step, span),
+                    "step" => Value::string(&r.id, span),
                     "task" => Value::int(r.task as i64, span),
-                    "status" => status_of(r.task),
-                    "round" => Value::int(i64::from(r.round), span),
+                    "status" => status(r),
+                    "round" => Value::int(i64::from(r.round.unwrap_or(0)), span),
                 },
                 span,
             )
         })
         .collect();
     rec.push("rollback", Value::list(rollbacks, span));
-    rec.push("request", json_to_value(&w.request, span));
+    rec.push(
+        "request",
+        request.map_or(Value::nothing(span), |r| json_to_value(r, span)),
+    );
     Value::record(rec, span)
 }
 
@@ -152,11 +182,16 @@ pub fn plan(plan: &WorkflowPlan, span: Span) -> Value {
             )
         })
         .collect();
+    let int = |n: u64| Value::int(i64::try_from(n).unwrap_or(i64::MAX), span);
     Value::record(
         record! {
             "name" => Value::string(&plan.name, span),
             "kind" => Value::string(plan.kind.as_str(), span),
             "parallel_limit" => Value::int(i64::from(plan.parallel_limit), span),
+            "step_count" => int(plan.step_count),
+            "wave_count" => int(plan.wave_count),
+            "rollback_wave_count" => int(plan.rollback_wave_count),
+            "truncated" => Value::bool(plan.truncated, span),
             "waves" => waves(&plan.waves),
             "rollback_waves" => waves(&plan.rollback_waves),
             "steps" => Value::list(steps, span),

@@ -8,7 +8,8 @@ use crate::types::{
     TaskId, TaskSpec,
 };
 use crate::workflow::{
-    ExtensionsReport, WorkflowId, WorkflowPlan, WorkflowRequest, WorkflowSubmitted, WorkflowView,
+    ExtensionsReport, WorkflowId, WorkflowPlan, WorkflowRequest, WorkflowSubmitted,
+    WorkflowSummary, WorkflowView,
 };
 
 /// The first frame a client sends.
@@ -122,23 +123,32 @@ pub enum Request {
         /// The workflow.
         workflow: WorkflowRequest,
     },
-    /// Workflows, newest first. Answered by [`Response::Workflows`].
+    /// Workflows' summaries, newest first. Answered by [`Response::Workflows`] (in parts).
     Workflows {
         /// At most this many.
         #[serde(default)]
         limit: Option<usize>,
     },
-    /// One workflow. Answered by [`Response::Workflow`].
+    /// One workflow's summary and a page of its steps and compensations. Answered by
+    /// [`Response::Workflow`]; its `next_offset` says where the next page starts.
     Workflow {
         /// Which.
         id: WorkflowId,
+        /// The position of the first step to list (steps, then compensations, from 0).
+        #[serde(default)]
+        offset: u64,
+        /// At most this many steps (default and bound: a page stays well under the frame
+        /// limit, and may hold fewer).
+        #[serde(default)]
+        limit: Option<usize>,
     },
-    /// Cancel a workflow's unfinished steps. Answered by [`Response::Workflow`].
+    /// Cancel a workflow's unfinished steps. Answered by [`Response::WorkflowSummary`].
     WorkflowCancel {
         /// Which.
         id: WorkflowId,
     },
-    /// Compensate a finished workflow's completed steps. Answered by [`Response::Workflow`].
+    /// Compensate a finished workflow's completed steps. Answered by
+    /// [`Response::WorkflowSummary`].
     WorkflowRollback {
         /// Which.
         id: WorkflowId,
@@ -233,13 +243,19 @@ pub enum Response {
     WorkflowSubmitted(Box<WorkflowSubmitted>),
     /// A workflow's plan.
     Plan(Box<WorkflowPlan>),
-    /// Workflows.
+    /// Workflows' summaries, possibly in several frames: `more` says another `Workflows`
+    /// frame follows.
     Workflows {
         /// Newest first.
-        workflows: Vec<WorkflowView>,
+        workflows: Vec<WorkflowSummary>,
+        /// Whether another part follows.
+        #[serde(default)]
+        more: bool,
     },
-    /// One workflow.
+    /// One workflow with a page of its steps.
     Workflow(Box<WorkflowView>),
+    /// One workflow's summary.
+    WorkflowSummary(Box<WorkflowSummary>),
     /// The extensions registry.
     Extensions(Box<ExtensionsReport>),
     /// One test environment.

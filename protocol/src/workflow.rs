@@ -487,9 +487,101 @@ pub struct Workflow {
     /// The sequence number of the event of its last state change (a watch ends there).
     #[serde(default)]
     pub last_event: u64,
+    /// How many waves a run goes through under its limits, as planned at submission.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waves: Option<u64>,
 }
 
-/// One step with its task's current status, for `orch workflow show`.
+/// How many tasks of a workflow are in each status.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct StatusCounts {
+    /// Waiting for their dependencies.
+    pub blocked: u64,
+    /// Waiting for a slot.
+    pub queued: u64,
+    /// Running.
+    pub running: u64,
+    /// Waiting to be retried.
+    pub retry_waiting: u64,
+    /// Succeeded.
+    pub succeeded: u64,
+    /// Failed.
+    pub failed: u64,
+    /// Cancelled.
+    pub cancelled: u64,
+    /// Skipped: a dependency failed.
+    pub dependency_failed: u64,
+    /// Removed from the store by `orch clean`.
+    pub removed: u64,
+}
+
+impl StatusCounts {
+    /// Counts one task in `status` (`None`: a removed task).
+    pub fn add(&mut self, status: Option<TaskStatus>) {
+        let count = match status {
+            Some(TaskStatus::Blocked) => &mut self.blocked,
+            Some(TaskStatus::Queued) => &mut self.queued,
+            Some(TaskStatus::Running) => &mut self.running,
+            Some(TaskStatus::RetryWaiting) => &mut self.retry_waiting,
+            Some(TaskStatus::Succeeded) => &mut self.succeeded,
+            Some(TaskStatus::Failed) => &mut self.failed,
+            Some(TaskStatus::Cancelled) => &mut self.cancelled,
+            Some(TaskStatus::DependencyFailed) => &mut self.dependency_failed,
+            None => &mut self.removed,
+        };
+        *count += 1;
+    }
+}
+
+/// What every answer about a workflow carries: its record without its steps, and how
+/// many steps (and compensations) are in each status. Its size does not grow with the
+/// number of steps, so it always fits in a frame; the steps themselves come in pages
+/// ([`WorkflowView`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct WorkflowSummary {
+    /// Its id (from the task id sequence).
+    pub id: WorkflowId,
+    /// Its name.
+    pub name: String,
+    /// Its kind.
+    pub kind: WorkflowKind,
+    /// When it was submitted.
+    pub submitted_at: DateTime<Utc>,
+    /// Queue priority of its steps.
+    pub priority: i32,
+    /// How many of its tasks may run at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel_limit: Option<u32>,
+    /// Whether a failed step starts a rollback.
+    pub rollback_enabled: bool,
+    /// Where it is. The lists of failed steps hold at most
+    /// [`WorkflowSummary::MAX_FAILED_IDS`] ids; `step_counts` has the totals.
+    pub state: WorkflowState,
+    /// The sequence number of the event of its last state change (a watch ends there).
+    pub last_event: u64,
+    /// How many steps it has.
+    pub steps: u64,
+    /// How many of its steps are in each status.
+    pub step_counts: StatusCounts,
+    /// How many compensation tasks its rollbacks created.
+    pub compensations: u64,
+    /// How many of its compensations are in each status.
+    pub compensation_counts: StatusCounts,
+    /// How many waves a run goes through under its limits, as planned when it was
+    /// submitted (none for workflows recorded before this was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waves: Option<u64>,
+}
+
+impl WorkflowSummary {
+    /// The most failed step ids a summary's state lists.
+    pub const MAX_FAILED_IDS: usize = 100;
+}
+
+/// One step (or compensation) of a workflow with its task's current status, for
+/// `orch workflow show`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StepStatus {
@@ -497,21 +589,53 @@ pub struct StepStatus {
     pub id: String,
     /// Its task.
     pub task: TaskId,
-    /// The task's status.
-    pub status: TaskStatus,
+    /// The task's status (none: the task was removed by `orch clean`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<TaskStatus>,
     /// True for a compensation task.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub rollback: bool,
+    /// Which rollback created it (compensations only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round: Option<u32>,
+    /// What it does, in words (steps only).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// Steps that must succeed first (steps only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependencies: Vec<String>,
+    /// Steps that must finish first, whatever their outcome (steps only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub soft_dependencies: Vec<String>,
+    /// Whether a rollback would compensate it (steps only).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub has_rollback: bool,
 }
 
-/// A workflow with the status of each of its tasks.
+/// A workflow's summary with one page of its steps and compensations: the steps in
+/// dependency order, then the compensations in the order they were created, numbered
+/// from 0 together.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WorkflowView {
-    /// The record.
-    pub workflow: Workflow,
-    /// Each step's (and compensation's) task status.
+    /// The summary.
+    pub workflow: WorkflowSummary,
+    /// The position of the page's first entry.
+    pub offset: u64,
+    /// The page: steps, then compensations.
     pub tasks: Vec<StepStatus>,
+    /// Where the next page starts (none: this page is the last).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_offset: Option<u64>,
+    /// The request the workflow was created from: on the first page, when it is at most
+    /// [`WorkflowView::MAX_REQUEST_BYTES`] of JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<serde_json::Value>,
+}
+
+impl WorkflowView {
+    /// The largest request a view repeats.
+    pub const MAX_REQUEST_BYTES: usize = 1024 * 1024;
 }
 
 /// A step in a plan.
@@ -530,7 +654,10 @@ pub struct PlannedStep {
     pub has_rollback: bool,
 }
 
-/// What a workflow would do, computed without running anything.
+/// What a workflow would do, computed without running anything. A plan of a big
+/// workflow lists its first steps and the ids of its first waves only (about
+/// [`WorkflowPlan::MAX_LISTED_BYTES`] of JSON per list, so that it fits in a frame); the
+/// counts are always complete.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WorkflowPlan {
@@ -540,12 +667,28 @@ pub struct WorkflowPlan {
     pub kind: WorkflowKind,
     /// The number of steps allowed to run at once (the workflow's and the daemon's limits).
     pub parallel_limit: u32,
-    /// The steps, dependencies first.
+    /// How many steps it has.
+    pub step_count: u64,
+    /// The steps, dependencies first (the first ones only, for a big workflow).
     pub steps: Vec<PlannedStep>,
-    /// Step ids that would run together, wave after wave, if every step succeeded.
+    /// How many waves a run would go through.
+    pub wave_count: u64,
+    /// Step ids that would run together, wave after wave, if every step succeeded (the
+    /// first waves only, for a big workflow; the last one listed may be cut short).
     pub waves: Vec<Vec<String>>,
-    /// The compensation waves a rollback of the whole workflow would run.
+    /// How many compensation waves a rollback of the whole workflow would run.
+    pub rollback_wave_count: u64,
+    /// The compensation waves a rollback of the whole workflow would run (the first ones
+    /// only, for a big workflow).
     pub rollback_waves: Vec<Vec<String>>,
+    /// True when `steps`, `waves` or `rollback_waves` do not list everything.
+    #[serde(default)]
+    pub truncated: bool,
+}
+
+impl WorkflowPlan {
+    /// About how much JSON each of a plan's lists may take.
+    pub const MAX_LISTED_BYTES: usize = 2 * 1024 * 1024;
 }
 
 /// What answers a workflow submission.
@@ -555,8 +698,9 @@ pub struct WorkflowPlan {
 pub enum WorkflowSubmitted {
     /// `check_mode`: the plan, nothing was created.
     Planned(WorkflowPlan),
-    /// The workflow was created (and, with `wait`, has finished).
-    Created(WorkflowView),
+    /// The workflow was created (and, with `wait`, has finished): its summary (its
+    /// steps can be read in pages with `Request::Workflow`).
+    Created(WorkflowSummary),
 }
 
 /// A problem with one extension's manifest.

@@ -12,7 +12,7 @@ mod recovery;
 mod transitions;
 mod workflows;
 
-pub use workflows::{no_such_workflow, view_tasks};
+pub use workflows::{no_such_workflow, workflow_page, workflow_summary};
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Duration;
@@ -20,7 +20,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use orch_protocol::{
     Actor, AttemptOutcome, CleanFilter, ErrorReply, Event, EventKind, Progress, Task, TaskId,
-    TaskSpec, TaskState, TestEnv, Workflow, WorkflowId, WorkflowView,
+    TaskSpec, TaskState, TestEnv, Workflow, WorkflowId, WorkflowSummary,
 };
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -74,7 +74,7 @@ pub enum Command {
         /// The workflow, expanded and checked.
         draft: Box<Draft>,
         /// Answered with the created workflow once it is durable.
-        reply: Reply<WorkflowView>,
+        reply: Reply<WorkflowSummary>,
     },
     /// Cancel a workflow's unfinished tasks.
     CancelWorkflow {
@@ -83,7 +83,7 @@ pub enum Command {
         /// Which.
         id: WorkflowId,
         /// Answered once the cancellation is durable.
-        reply: Reply<WorkflowView>,
+        reply: Reply<WorkflowSummary>,
     },
     /// Compensate a finished workflow's completed steps.
     RollbackWorkflow {
@@ -92,7 +92,7 @@ pub enum Command {
         /// Which.
         id: WorkflowId,
         /// Answered once the rollback has durably started.
-        reply: Reply<WorkflowView>,
+        reply: Reply<WorkflowSummary>,
     },
     /// Record a test environment (a new one, with id 0, gets the next id), with the audit
     /// record of the request that changed it.

@@ -12,9 +12,9 @@ use std::collections::HashMap;
 
 use chrono::Utc;
 use orch_protocol::{
-    ErrorKind, ErrorReply, EventKind, RollbackStep, StepRef, StepStatus, TaskId, TaskSpec,
-    TaskState, TaskStatus, Workflow, WorkflowId, WorkflowState, WorkflowStatus, WorkflowStep,
-    WorkflowView,
+    ErrorKind, ErrorReply, EventKind, RollbackStep, StatusCounts, StepRef, StepStatus, TaskId,
+    TaskSpec, TaskState, TaskStatus, Workflow, WorkflowId, WorkflowState, WorkflowStatus,
+    WorkflowStep, WorkflowSummary, WorkflowView,
 };
 
 use super::transitions::validate;
@@ -24,7 +24,11 @@ use crate::workflows::{Draft, graph};
 impl Engine {
     /// Creates a checked workflow and its step tasks in one batch; returns the outcome
     /// for the audit log.
-    pub(super) fn submit_workflow(&mut self, draft: Draft, reply: Reply<WorkflowView>) -> Outcome {
+    pub(super) fn submit_workflow(
+        &mut self,
+        draft: Draft,
+        reply: Reply<WorkflowSummary>,
+    ) -> Outcome {
         for (index, step) in draft.steps.iter().enumerate() {
             let checked = std::iter::once(&step.spec).chain(&step.rollback);
             if let Err(mut error) = checked
@@ -35,6 +39,7 @@ impl Engine {
                 return self.refuse(reply, error);
             }
         }
+        let waves = crate::workflows::wave_count(&draft, self.parallel_limit);
         let id = self.next_id;
         self.next_id += 1;
         let mut task_of: HashMap<String, TaskId> = HashMap::new();
@@ -79,11 +84,12 @@ impl Engine {
             rollback_steps: Vec::new(),
             state: WorkflowState::Running { since: Utc::now() },
             last_event: 0,
+            waves: Some(waves),
         };
         let name = workflow.name.clone();
         self.workflows.insert(id, workflow);
         self.set_workflow_state(id, None, Some(format!("{count} steps")));
-        let view = self.workflow_view(id);
+        let view = self.workflow_summary(id);
         self.after_commit(move |result| {
             let _ = reply.send(result.map(|()| view).map_err(super::transitions::internal));
         });
@@ -94,7 +100,7 @@ impl Engine {
     pub(super) fn cancel_workflow(
         &mut self,
         id: WorkflowId,
-        reply: Reply<WorkflowView>,
+        reply: Reply<WorkflowSummary>,
     ) -> Outcome {
         let Some(workflow) = self.workflows.get(&id) else {
             return self.refuse(reply, no_such_workflow(id));
@@ -114,7 +120,7 @@ impl Engine {
         self.stop_workflow_tasks(id);
         let state = WorkflowState::Cancelled { at: Utc::now() };
         self.set_workflow_state(id, Some(state), Some("cancelled on request".into()));
-        let view = self.workflow_view(id);
+        let view = self.workflow_summary(id);
         self.after_commit(move |result| {
             let _ = reply.send(result.map(|()| view).map_err(super::transitions::internal));
         });
@@ -125,7 +131,7 @@ impl Engine {
     pub(super) fn rollback_workflow(
         &mut self,
         id: WorkflowId,
-        reply: Reply<WorkflowView>,
+        reply: Reply<WorkflowSummary>,
     ) -> Outcome {
         let Some(workflow) = self.workflows.get(&id) else {
             return self.refuse(reply, no_such_workflow(id));
@@ -151,7 +157,7 @@ impl Engine {
         };
         self.set_workflow_state(id, Some(state), Some("rollback requested".into()));
         self.advance_workflow(id);
-        let view = self.workflow_view(id);
+        let view = self.workflow_summary(id);
         self.after_commit(move |result| {
             let _ = reply.send(result.map(|()| view).map_err(super::transitions::internal));
         });
@@ -206,7 +212,7 @@ impl Engine {
             }
         }
         if !failed.is_empty() && workflow.rollback_enabled {
-            let reason = format!("step {} failed", failed.join(", "));
+            let reason = format!("step {} failed", some_ids(&failed));
             let round = next_round(workflow);
             self.stop_workflow_tasks(id);
             let state = WorkflowState::RollingBack {
@@ -222,7 +228,7 @@ impl Engine {
             let (state, message) = if unsuccessful.is_empty() {
                 (WorkflowState::Succeeded { finished_at: now }, None)
             } else {
-                let message = format!("did not succeed: {}", unsuccessful.join(", "));
+                let message = format!("did not succeed: {}", some_ids(&unsuccessful));
                 (
                     WorkflowState::Failed {
                         finished_at: now,
@@ -309,7 +315,7 @@ impl Engine {
                 None,
             )
         } else {
-            let message = format!("compensation did not succeed: {}", failed.join(", "));
+            let message = format!("compensation did not succeed: {}", some_ids(&failed));
             (
                 WorkflowState::RollbackFailed {
                     finished_at,
@@ -377,11 +383,9 @@ impl Engine {
         self.tasks.get(&task).map(|t| t.state.status())
     }
 
-    /// The workflow with each of its tasks' status.
-    pub(super) fn workflow_view(&self, id: WorkflowId) -> WorkflowView {
-        let workflow = self.workflows[&id].clone();
-        let tasks = view_tasks(&workflow, |t| self.status(t));
-        WorkflowView { workflow, tasks }
+    /// The workflow's summary, with its tasks' status as the engine knows them.
+    pub(super) fn workflow_summary(&self, id: WorkflowId) -> WorkflowSummary {
+        workflow_summary(&self.workflows[&id], |t| self.status(t))
     }
 
     /// A step of a workflow finished: its workflow may move on.
@@ -459,27 +463,138 @@ impl Engine {
     }
 }
 
-/// Each task of a workflow with its status (`status_of` gives `None` for a removed task).
-pub fn view_tasks(
+/// A workflow's summary: its record without its steps, its state with at most
+/// [`WorkflowSummary::MAX_FAILED_IDS`] failed step ids, and its tasks counted by status
+/// (`status_of` gives `None` for a removed task).
+pub fn workflow_summary(
     workflow: &Workflow,
     status_of: impl Fn(TaskId) -> Option<TaskStatus>,
-) -> Vec<StepStatus> {
-    let steps = workflow.steps.iter().map(|s| (&s.id, s.task, false));
-    let rollbacks = workflow
-        .rollback_steps
-        .iter()
-        .map(|r| (&r.step, r.task, true));
-    steps
-        .chain(rollbacks)
-        .filter_map(|(id, task, rollback)| {
-            status_of(task).map(|status| StepStatus {
-                id: id.clone(),
-                task,
-                status,
-                rollback,
-            })
-        })
-        .collect()
+) -> WorkflowSummary {
+    let mut step_counts = StatusCounts::default();
+    for step in &workflow.steps {
+        step_counts.add(status_of(step.task));
+    }
+    let mut compensation_counts = StatusCounts::default();
+    for compensation in &workflow.rollback_steps {
+        compensation_counts.add(status_of(compensation.task));
+    }
+    WorkflowSummary {
+        id: workflow.id,
+        name: workflow.name.clone(),
+        kind: workflow.kind,
+        submitted_at: workflow.submitted_at,
+        priority: workflow.priority,
+        parallel_limit: workflow.parallel_limit,
+        rollback_enabled: workflow.rollback_enabled,
+        state: bounded_state(&workflow.state),
+        last_event: workflow.last_event,
+        steps: workflow.steps.len() as u64,
+        step_counts,
+        compensations: workflow.rollback_steps.len() as u64,
+        compensation_counts,
+        waves: workflow.waves,
+    }
+}
+
+/// The state with its lists of failed steps cut to their first ids.
+fn bounded_state(state: &WorkflowState) -> WorkflowState {
+    let mut state = state.clone();
+    if let WorkflowState::Failed { failed, .. } | WorkflowState::RollbackFailed { failed, .. } =
+        &mut state
+    {
+        failed.truncate(WorkflowSummary::MAX_FAILED_IDS);
+    }
+    state
+}
+
+/// The JSON a page of steps may take; a page holds at least one step.
+const PAGE_BYTES: usize = 4 * 1024 * 1024;
+
+/// How many steps a page lists when the request gives no limit.
+const DEFAULT_PAGE_STEPS: usize = 1000;
+
+/// Workflow `workflow`'s summary with the page of its steps (then compensations) from
+/// `offset`: at most `limit` of them, and no more than about [`PAGE_BYTES`] of JSON.
+pub fn workflow_page(
+    workflow: &Workflow,
+    status_of: impl Fn(TaskId) -> Option<TaskStatus>,
+    offset: u64,
+    limit: Option<usize>,
+) -> WorkflowView {
+    let limit = limit.unwrap_or(DEFAULT_PAGE_STEPS);
+    let total = workflow.steps.len() + workflow.rollback_steps.len();
+    let start = usize::try_from(offset).unwrap_or(usize::MAX).min(total);
+    let mut tasks = Vec::new();
+    let mut used = 0;
+    let mut end = start;
+    while end < total && tasks.len() < limit {
+        let entry = step_entry(workflow, end, &status_of);
+        used += serde_json::to_vec(&entry).map_or(0, |json| json.len() + 1);
+        if used > PAGE_BYTES && !tasks.is_empty() {
+            break;
+        }
+        tasks.push(entry);
+        end += 1;
+    }
+    WorkflowView {
+        workflow: workflow_summary(workflow, &status_of),
+        offset: start as u64,
+        tasks,
+        next_offset: (end < total).then_some(end as u64),
+        request: (start == 0).then(|| small_request(workflow)).flatten(),
+    }
+}
+
+/// Entry `index` of a workflow's steps followed by its compensations.
+fn step_entry(
+    workflow: &Workflow,
+    index: usize,
+    status_of: impl Fn(TaskId) -> Option<TaskStatus>,
+) -> StepStatus {
+    match workflow.steps.get(index) {
+        Some(step) => StepStatus {
+            id: step.id.clone(),
+            task: step.task,
+            status: status_of(step.task),
+            rollback: false,
+            round: None,
+            description: step.description.clone(),
+            dependencies: step.dependencies.clone(),
+            soft_dependencies: step.soft_dependencies.clone(),
+            has_rollback: step.rollback.is_some(),
+        },
+        None => {
+            let compensation = &workflow.rollback_steps[index - workflow.steps.len()];
+            StepStatus {
+                id: compensation.step.clone(),
+                task: compensation.task,
+                status: status_of(compensation.task),
+                rollback: true,
+                round: Some(compensation.round),
+                description: String::new(),
+                dependencies: Vec::new(),
+                soft_dependencies: Vec::new(),
+                has_rollback: false,
+            }
+        }
+    }
+}
+
+/// The workflow's request, when it is small enough to repeat in a view.
+fn small_request(workflow: &Workflow) -> Option<serde_json::Value> {
+    let size = serde_json::to_vec(&workflow.request).map_or(usize::MAX, |json| json.len());
+    (size <= WorkflowView::MAX_REQUEST_BYTES).then(|| workflow.request.clone())
+}
+
+/// Step ids for a message: the first few, then how many more (a message stays short
+/// whatever the number of steps).
+fn some_ids(ids: &[String]) -> String {
+    const SHOWN: usize = 10;
+    let listed = ids[..ids.len().min(SHOWN)].join(", ");
+    match ids.len().saturating_sub(SHOWN) {
+        0 => listed,
+        more => format!("{listed} and {more} more"),
+    }
 }
 
 /// The round a new rollback of `workflow` gets.

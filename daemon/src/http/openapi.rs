@@ -4,7 +4,7 @@
 
 use orch_protocol::{
     AuditEntry, AuditReport, ClusterRequest, EnvRequest, ExtensionsReport, HealthReport,
-    ServersRequest, Task, TaskservRequest, TestEnv, WorkflowPlan, WorkflowView,
+    ServersRequest, Task, TaskservRequest, TestEnv, WorkflowPlan, WorkflowSummary, WorkflowView,
 };
 use schemars::generate::SchemaSettings;
 
@@ -59,7 +59,7 @@ const OPERATIONS: &[Operation] = &[
     Operation {
         method: "get",
         path: "/tasks/{id}",
-        summary: "One task, or the workflow with that id",
+        summary: "One task, or the workflow with that id: its summary and a page of its steps (query: offset, limit; next_offset says where the next page starts)",
         role: Some("viewer"),
         body: None,
         answer: Answer::Json("Task"),
@@ -337,6 +337,10 @@ pub fn document() -> Value {
     add("EnvRequest", generator.subschema_for::<EnvRequest>());
     add("TestEnv", generator.subschema_for::<TestEnv>());
     add("WorkflowView", generator.subschema_for::<WorkflowView>());
+    add(
+        "WorkflowSummary",
+        generator.subschema_for::<WorkflowSummary>(),
+    );
     add("WorkflowPlan", generator.subschema_for::<WorkflowPlan>());
     add(
         "ExtensionsReport",
@@ -355,7 +359,7 @@ pub fn document() -> Value {
         "properties": {
             "task_id": {"type": "integer", "description": "The workflow's id (GET /tasks/{id} shows it)"},
             "status": {"type": "string"},
-            "workflow": {"$ref": "#/components/schemas/WorkflowView"},
+            "workflow": {"$ref": "#/components/schemas/WorkflowSummary"},
             "check_mode": {"type": "boolean"},
             "plan": {"$ref": "#/components/schemas/WorkflowPlan"}
         }

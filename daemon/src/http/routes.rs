@@ -43,7 +43,8 @@ fn payload(response: Response) -> Value {
         Response::Task { task } => serde_json::to_value(task),
         Response::Tasks { tasks, .. } => serde_json::to_value(tasks),
         Response::Workflow(view) => serde_json::to_value(view),
-        Response::Workflows { workflows } => serde_json::to_value(workflows),
+        Response::Workflows { workflows, .. } => serde_json::to_value(workflows),
+        Response::WorkflowSummary(summary) => serde_json::to_value(summary),
         Response::Plan(plan) => serde_json::to_value(plan),
         Response::Env(env) => serde_json::to_value(env),
         Response::Envs { envs } => serde_json::to_value(envs),
@@ -110,20 +111,33 @@ pub async fn tasks(
     Ok(Json(serde_json::to_value(tasks).unwrap_or_default()).into_response())
 }
 
+/// The page of a workflow's steps `GET /tasks/{id}` shows.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepsQuery {
+    offset: Option<u64>,
+    limit: Option<usize>,
+}
+
 /// `GET /tasks/{id}`: a task, or the workflow with that id (workflow ids come from the
-/// same sequence, so the `task_id` a workflow submission answers with works here).
+/// same sequence, so the `task_id` a workflow submission answers with works here): its
+/// summary and the page of its steps from `?offset=` (at most `?limit=`).
 pub async fn task(
     State(ctx): Ctx,
     Extension(caller): Extension<Caller>,
     id: Result<Path<u64>, PathRejection>,
+    query: Result<Query<StepsQuery>, QueryRejection>,
 ) -> Answer {
     let Path(id) = id?;
+    let Query(page) = query?;
     match h::get::handle(&ctx, id) {
         Ok(response) => ok_for(&caller, response),
-        Err(e) if e.kind == ErrorKind::NotFound => match h::workflows::get(&ctx, id) {
-            Ok(response) => ok_for(&caller, response),
-            Err(_) => Err(e.into()),
-        },
+        Err(e) if e.kind == ErrorKind::NotFound => {
+            match h::workflows::get(&ctx, id, page.offset.unwrap_or(0), page.limit) {
+                Ok(view) => Ok(Json(redact::into_role(caller.role, view)).into_response()),
+                Err(_) => Err(e.into()),
+            }
+        }
         Err(e) => Err(e.into()),
     }
 }
@@ -131,15 +145,15 @@ pub async fn task(
 /// A workflow submission's answer: the workflow (201) with `task_id`, or its plan (200).
 async fn submit(ctx: &Context, caller: Caller, request: WorkflowRequest) -> Answer {
     let submitted = h::workflow_submit::submit(ctx, caller.actor, request).await?;
-    match redact::into_role(caller.role, submitted) {
+    match submitted {
         WorkflowSubmitted::Planned(plan) => {
             Ok(Json(json!({"check_mode": true, "plan": plan})).into_response())
         }
-        WorkflowSubmitted::Created(view) => {
+        WorkflowSubmitted::Created(summary) => {
             let body = json!({
-                "task_id": view.workflow.id,
-                "status": view.workflow.state.status().as_str(),
-                "workflow": view,
+                "task_id": summary.id,
+                "status": summary.state.status().as_str(),
+                "workflow": summary,
             });
             Ok((StatusCode::CREATED, Json(body)).into_response())
         }

@@ -153,13 +153,14 @@ impl Connection {
         self.send_json(&*response).await
     }
 
-    /// Sends any serializable value as one frame.
+    /// Sends any serializable value as one frame; an answer too large for a frame is
+    /// replaced by an error saying so (the connection stays usable).
     pub async fn send_json<T: Serialize>(&mut self, value: &T) -> std::io::Result<()> {
         let body = serde_json::to_vec(value).map_err(std::io::Error::other)?;
-        self.write_frame(&body).await
+        self.send_frame(body).await.map(|_| ())
     }
 
-    /// Writes one frame: the length, then `body`.
+    /// Writes one frame: the length, then `body` (at most the frame limit).
     async fn write_frame(&mut self, body: &[u8]) -> std::io::Result<()> {
         let len = u32::try_from(body.len())
             .ok()
@@ -174,17 +175,34 @@ impl Connection {
         self.stream.write_all(body).await
     }
 
-    /// Sends a task list in parts of at most about [`TASKS_PART_BYTES`] of JSON each, so
-    /// that no frame nears the limit however long the list is; secrets are redacted
+    /// Sends a task list in parts (see [`Connection::send_list`]), with secrets redacted
     /// unless the peer is an admin.
     pub async fn send_tasks(&mut self, tasks: &[Task]) -> std::io::Result<()> {
+        let role = self.role;
+        let tasks: Vec<_> = tasks
+            .iter()
+            .map(|task| crate::redact::for_role(role, task))
+            .collect();
+        self.send_list("tasks", &tasks).await
+    }
+
+    /// Sends a list as `{"response": name, "more": .., name: [..]}` frames of at most
+    /// about [`TASKS_PART_BYTES`] of JSON each, so that no frame nears the limit however
+    /// long the list is; `more` says another part follows. A part too large for a frame
+    /// (an item too large on its own) is replaced by an error that ends the list.
+    pub async fn send_list<T: Serialize>(
+        &mut self,
+        name: &str,
+        items: &[T],
+    ) -> std::io::Result<()> {
         let mut part: Vec<u8> = Vec::new();
         let mut count = 0;
-        for task in tasks {
-            let task = crate::redact::for_role(self.role, task);
-            let body = serde_json::to_vec(&*task).map_err(std::io::Error::other)?;
+        for item in items {
+            let body = serde_json::to_vec(item).map_err(std::io::Error::other)?;
             if count > 0 && part.len() + body.len() > TASKS_PART_BYTES {
-                self.send_tasks_part(&part, true).await?;
+                if !self.send_part(name, &part, true).await? {
+                    return Ok(());
+                }
                 part.clear();
                 count = 0;
             }
@@ -194,18 +212,35 @@ impl Connection {
             part.extend_from_slice(&body);
             count += 1;
         }
-        self.send_tasks_part(&part, false).await
+        self.send_part(name, &part, false).await.map(|_| ())
     }
 
-    /// One `Tasks` frame around already-serialized, comma-separated task records.
-    async fn send_tasks_part(&mut self, items: &[u8], more: bool) -> std::io::Result<()> {
+    /// One part of a list around already-serialized, comma-separated items; false when
+    /// it was too large and an error went instead.
+    async fn send_part(&mut self, name: &str, items: &[u8], more: bool) -> std::io::Result<bool> {
         let mut frame = Vec::with_capacity(items.len() + 48);
-        frame.extend_from_slice(br#"{"response":"tasks","more":"#);
+        frame.extend_from_slice(br#"{"response":""#);
+        frame.extend_from_slice(name.as_bytes());
+        frame.extend_from_slice(br#"","more":"#);
         frame.extend_from_slice(if more { b"true" } else { b"false" });
-        frame.extend_from_slice(br#","tasks":["#);
+        frame.extend_from_slice(br#",""#);
+        frame.extend_from_slice(name.as_bytes());
+        frame.extend_from_slice(br#"":["#);
         frame.extend_from_slice(items);
         frame.extend_from_slice(b"]}");
-        self.write_frame(&frame).await
+        self.send_frame(frame).await
+    }
+
+    /// Sends one frame body, or, when it exceeds the frame limit, an error answer that
+    /// says so and how to ask for less; false in that case.
+    async fn send_frame(&mut self, body: Vec<u8>) -> std::io::Result<bool> {
+        if body.len() <= MAX_FRAME_LEN {
+            return self.write_frame(&body).await.map(|()| true);
+        }
+        tracing::warn!(bytes = body.len(), "an answer exceeded the frame limit");
+        let error = Response::Error(too_large(body.len()));
+        let body = serde_json::to_vec(&error).map_err(std::io::Error::other)?;
+        self.write_frame(&body).await.map(|()| false)
     }
 
     /// Waits until the client sends anything or hangs up (streams use this to stop).
@@ -213,4 +248,16 @@ impl Connection {
         let mut byte = [0u8; 1];
         let _ = self.stream.read(&mut byte).await;
     }
+}
+
+/// The error that replaces an answer of `len` bytes, too large for a frame.
+fn too_large(len: usize) -> ErrorReply {
+    ErrorReply::new(
+        ErrorKind::TooLarge,
+        format!(
+            "the answer ({len} bytes) exceeds the frame limit of {MAX_FRAME_LEN} bytes; ask for less: \
+             a workflow's steps in pages (`orch workflow show ID --offset N --limit M`, \
+             `GET /tasks/ID?offset=N&limit=M`), fewer items (`--limit`)"
+        ),
+    )
 }

@@ -142,6 +142,13 @@ pub trait Store: Send + Sync + 'static {
     /// Tasks matching `filter`, newest first.
     fn list(&self, filter: &TaskFilter) -> Result<Vec<Task>, StoreError>;
 
+    /// The status of every task whose id is in `ids` (from the status index, without
+    /// reading the records); removed tasks are absent.
+    fn statuses(
+        &self,
+        ids: std::ops::RangeInclusive<TaskId>,
+    ) -> Result<std::collections::HashMap<TaskId, TaskStatus>, StoreError>;
+
     /// Logged events with a sequence number above `after`, oldest first, at most `limit`.
     fn events_after(&self, after: u64, limit: usize) -> Result<Vec<Event>, StoreError>;
 

@@ -405,6 +405,22 @@ impl Store for RedbStore {
         }
     }
 
+    fn statuses(
+        &self,
+        ids: std::ops::RangeInclusive<TaskId>,
+    ) -> Result<std::collections::HashMap<TaskId, TaskStatus>, StoreError> {
+        let txn = self.db.begin_read().map_err(backend)?;
+        let by_status = txn.open_table(BY_STATUS).map_err(backend)?;
+        let mut out = std::collections::HashMap::new();
+        for status in TaskStatus::ALL {
+            let range = (status.code(), *ids.start())..=(status.code(), *ids.end());
+            for entry in by_status.range(range).map_err(backend)? {
+                out.insert(entry.map_err(backend)?.0.value().1, status);
+            }
+        }
+        Ok(out)
+    }
+
     fn list(&self, filter: &TaskFilter) -> Result<Vec<Task>, StoreError> {
         let txn = self.db.begin_read().map_err(backend)?;
         let tasks = txn.open_table(TASKS).map_err(backend)?;

@@ -64,7 +64,7 @@ pub fn all() -> Vec<Box<dyn PluginCommand<Plugin = OrchestratorPlugin>>> {
         Box::new(workflow_cluster::SubmitCluster),
         Box::new(workflow_batch::SubmitBatch),
         Box::new(workflow_list::WorkflowList),
-        Box::new(workflow_show::SHOW),
+        Box::new(workflow_show::WorkflowShow),
         Box::new(workflow_plan::WorkflowPlan),
         Box::new(workflow_show::CANCEL),
         Box::new(workflow_show::ROLLBACK),

@@ -4,9 +4,10 @@
 use std::path::PathBuf;
 
 use nu_plugin::{EngineInterface, EvaluatedCall};
-use nu_protocol::{LabeledError, Signature, Span, SyntaxShape, Value};
+use nu_protocol::{LabeledError, Signature, SyntaxShape, Value};
 use orch_protocol::{Request, Response, WorkflowRequest, WorkflowSubmitted};
 
+use super::workflow_show::changed_workflow;
 use crate::OrchestratorPlugin;
 use crate::connection::{labeled, unexpected};
 use crate::workflow_values;
@@ -144,7 +145,8 @@ impl RunArgs {
     }
 }
 
-/// Submits `request`; returns the plan (check mode) or the workflow.
+/// Submits `request`; returns the plan (check mode) or the workflow (in full when it is
+/// small, else its summary).
 pub fn submit(
     plugin: &OrchestratorPlugin,
     engine: &EngineInterface,
@@ -154,16 +156,13 @@ pub fn submit(
     let answer = plugin
         .call(engine, &Request::WorkflowSubmit { workflow: request })
         .map_err(|e| labeled(e, call.head, &[]))?;
-    submitted(answer, call.head)
-}
-
-/// The answer to a submission as a value.
-pub fn submitted(answer: Response, head: Span) -> Result<Value, LabeledError> {
     match answer {
-        Response::WorkflowSubmitted(outcome) => Ok(match *outcome {
-            WorkflowSubmitted::Planned(plan) => workflow_values::plan(&plan, head),
-            WorkflowSubmitted::Created(view) => workflow_values::workflow_detail(&view, head),
-        }),
-        other => Err(unexpected(other, head)),
+        Response::WorkflowSubmitted(outcome) => match *outcome {
+            WorkflowSubmitted::Planned(plan) => Ok(workflow_values::plan(&plan, call.head)),
+            WorkflowSubmitted::Created(summary) => {
+                changed_workflow(plugin, engine, &summary, call.head)
+            }
+        },
+        other => Err(unexpected(other, call.head)),
     }
 }

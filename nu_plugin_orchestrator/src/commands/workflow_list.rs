@@ -19,7 +19,7 @@ impl SimplePluginCommand for WorkflowList {
     }
 
     fn description(&self) -> &str {
-        "List workflows, newest first, with their status and step counts."
+        "List workflows, newest first, with their status and step counts (summaries: `orch workflow show` lists the steps)."
     }
 
     fn signature(&self) -> Signature {
@@ -54,7 +54,7 @@ impl SimplePluginCommand for WorkflowList {
             .call(engine, &Request::Workflows { limit })
             .map_err(|e| labeled(e, call.head, &[]))?;
         match answer {
-            Response::Workflows { workflows } => Ok(Value::list(
+            Response::Workflows { workflows, .. } => Ok(Value::list(
                 workflows
                     .iter()
                     .map(|w| workflow_row(w, call.head))

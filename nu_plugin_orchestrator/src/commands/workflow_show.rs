@@ -1,35 +1,187 @@
-//! `orch workflow show <id>`, `orch workflow cancel <id>` and `orch workflow rollback
-//! <id>`: one workflow in full, after the change asked for.
+//! `orch workflow show <id>` (a workflow with its steps, read in pages), and `orch
+//! workflow cancel <id>` and `orch workflow rollback <id>` (the workflow after the change
+//! asked for).
 
 use nu_plugin::{EngineInterface, EvaluatedCall, SimplePluginCommand};
-use nu_protocol::{Category, Example, LabeledError, Signature, Spanned, SyntaxShape, Type, Value};
-use orch_protocol::{Request, Response};
+use nu_protocol::{
+    Category, Example, LabeledError, Signature, Span, Spanned, SyntaxShape, Type, Value,
+};
+use orch_protocol::{ClientError, Request, Response, StepStatus, WorkflowId, WorkflowSummary};
 
 use crate::OrchestratorPlugin;
 use crate::connection::{labeled, unexpected};
-use crate::workflow_values::workflow_detail;
+use crate::workflow_values::{workflow_detail, workflow_summary};
 
-/// A command that sends one request about a workflow and shows it.
+/// Up to this many steps and compensations, the answer to a change (submit, cancel,
+/// rollback) lists them all; a bigger workflow is shown by its summary.
+pub const INLINE_STEPS: u64 = 1000;
+
+/// A workflow's summary and its steps from `offset` (at most `limit`, else all of them),
+/// read page after page, and its request when the first page carried it.
+pub struct Shown {
+    /// The summary (as of the last page read).
+    pub summary: WorkflowSummary,
+    /// The steps, then the compensations.
+    pub entries: Vec<StepStatus>,
+    /// The request the workflow was created from.
+    pub request: Option<serde_json::Value>,
+}
+
+/// Reads workflow `id` and its steps from `offset`, page after page, until `limit`
+/// entries (or all) are read.
+pub fn read_steps(
+    plugin: &OrchestratorPlugin,
+    engine: &EngineInterface,
+    id: WorkflowId,
+    mut offset: u64,
+    limit: Option<usize>,
+) -> Result<Shown, ClientError> {
+    let mut entries = Vec::new();
+    let mut request = None;
+    loop {
+        let remaining = limit.map(|l| l - entries.len());
+        let answer = plugin.call(
+            engine,
+            &Request::Workflow {
+                id,
+                offset,
+                limit: remaining,
+            },
+        )?;
+        let Response::Workflow(view) = answer else {
+            return Err(ClientError::Unexpected(format!("{answer:?}")));
+        };
+        let view = *view;
+        entries.extend(view.tasks);
+        request = request.or(view.request);
+        match view.next_offset {
+            Some(next) if limit.is_none_or(|l| entries.len() < l) => offset = next,
+            _ => {
+                return Ok(Shown {
+                    summary: view.workflow,
+                    entries,
+                    request,
+                });
+            }
+        }
+    }
+}
+
+/// The value answering a change to a workflow: in full (with its steps) when it has at
+/// most [`INLINE_STEPS`], else its summary.
+pub fn changed_workflow(
+    plugin: &OrchestratorPlugin,
+    engine: &EngineInterface,
+    summary: &WorkflowSummary,
+    head: Span,
+) -> Result<Value, LabeledError> {
+    if summary.steps + summary.compensations > INLINE_STEPS {
+        return Ok(workflow_summary(summary, head));
+    }
+    let shown =
+        read_steps(plugin, engine, summary.id, 0, None).map_err(|e| labeled(e, head, &[]))?;
+    Ok(workflow_detail(
+        &shown.summary,
+        &shown.entries,
+        shown.request.as_ref(),
+        head,
+    ))
+}
+
+/// `orch workflow show`
+pub struct WorkflowShow;
+
+impl SimplePluginCommand for WorkflowShow {
+    type Plugin = OrchestratorPlugin;
+
+    fn name(&self) -> &str {
+        "orch workflow show"
+    }
+
+    fn description(&self) -> &str {
+        "Show a workflow: its status, its steps counted by status, each step with its task and status, and its compensations."
+    }
+
+    fn extra_description(&self) -> &str {
+        "The steps are read from the daemon in pages; `--offset` and `--limit` show a window of them (steps first, then compensations, numbered from 0), which keeps the answer small for a workflow of many thousand steps."
+    }
+
+    fn signature(&self) -> Signature {
+        Signature::build(self.name())
+            .input_output_type(Type::Nothing, Type::record())
+            .required("id", SyntaxShape::Int, "The workflow's id.")
+            .named(
+                "offset",
+                SyntaxShape::Int,
+                "Skip this many steps (default 0).",
+                Some('o'),
+            )
+            .named(
+                "limit",
+                SyntaxShape::Int,
+                "List at most this many steps (default: all).",
+                Some('n'),
+            )
+            .category(Category::Custom("orchestrator".into()))
+    }
+
+    fn examples(&self) -> Vec<Example<'_>> {
+        vec![
+            Example {
+                example: "orch workflow show 12",
+                description: "Show workflow 12",
+                result: None,
+            },
+            Example {
+                example: "orch workflow show 12 | get step_list | where status != succeeded",
+                description: "Its steps that did not succeed",
+                result: None,
+            },
+            Example {
+                example: "orch workflow show 12 --offset 5000 --limit 1000 | get step_list",
+                description: "Steps 5000 to 5999 of a big workflow",
+                result: None,
+            },
+        ]
+    }
+
+    fn run(
+        &self,
+        plugin: &OrchestratorPlugin,
+        engine: &EngineInterface,
+        call: &EvaluatedCall,
+        _input: &Value,
+    ) -> Result<Value, LabeledError> {
+        let id_arg: Spanned<i64> = call.req(0)?;
+        let id = super::task_id(id_arg)?;
+        let offset = match super::flag::<i64>(call, "offset")? {
+            None => 0,
+            Some(o) => u64::try_from(o).map_err(|_| {
+                LabeledError::new("invalid offset").with_label(
+                    "the offset must not be negative",
+                    call.get_flag_span("offset").unwrap_or(call.head),
+                )
+            })?,
+        };
+        let limit = super::limit_flag(call)?;
+        let shown = read_steps(plugin, engine, id, offset, limit)
+            .map_err(|e| labeled(e, call.head, &[("id", id_arg.span)]))?;
+        Ok(workflow_detail(
+            &shown.summary,
+            &shown.entries,
+            shown.request.as_ref(),
+            call.head,
+        ))
+    }
+}
+
+/// A command that changes a workflow and shows it.
 pub struct WorkflowById {
     name: &'static str,
     description: &'static str,
     request: fn(u64) -> Request,
     examples: &'static [(&'static str, &'static str)],
 }
-
-/// `orch workflow show`
-pub const SHOW: WorkflowById = WorkflowById {
-    name: "orch workflow show",
-    description: "Show a workflow: its status, each step with its task and status, and its compensations.",
-    request: |id| Request::Workflow { id },
-    examples: &[
-        ("orch workflow show 12", "Show workflow 12"),
-        (
-            "orch workflow show 12 | get step_list | where status != succeeded",
-            "Its steps that did not succeed",
-        ),
-    ],
-};
 
 /// `orch workflow cancel`
 pub const CANCEL: WorkflowById = WorkflowById {
@@ -56,6 +208,10 @@ impl SimplePluginCommand for WorkflowById {
 
     fn description(&self) -> &str {
         self.description
+    }
+
+    fn extra_description(&self) -> &str {
+        "Answers with the workflow and its steps; a workflow of more than 1000 steps is shown by its summary (see `orch workflow show --offset --limit` for its steps)."
     }
 
     fn signature(&self) -> Signature {
@@ -89,7 +245,9 @@ impl SimplePluginCommand for WorkflowById {
             .call(engine, &(self.request)(id))
             .map_err(|e| labeled(e, call.head, &[("id", id_arg.span)]))?;
         match answer {
-            Response::Workflow(view) => Ok(workflow_detail(&view, call.head)),
+            Response::WorkflowSummary(summary) => {
+                changed_workflow(plugin, engine, &summary, call.head)
+            }
             other => Err(unexpected(other, call.head)),
         }
     }
@@ -97,7 +255,7 @@ impl SimplePluginCommand for WorkflowById {
 
 #[test]
 fn test_examples() {
-    crate::commands::test_examples(&SHOW);
+    crate::commands::test_examples(&WorkflowShow);
     crate::commands::test_examples(&CANCEL);
     crate::commands::test_examples(&ROLLBACK);
 }

@@ -78,8 +78,14 @@ pub async fn dispatch(
         Request::WorkflowPlan { workflow } => {
             reply(conn, workflow_submit::plan(ctx, &workflow)).await
         }
-        Request::Workflows { limit } => reply(conn, workflows::list(ctx, limit)).await,
-        Request::Workflow { id } => reply(conn, workflows::get(ctx, id)).await,
+        Request::Workflows { limit } => match workflows::list(ctx, limit) {
+            Ok(summaries) => conn.send_list("workflows", &summaries).await,
+            Err(reply) => conn.send(&Response::Error(reply)).await,
+        },
+        Request::Workflow { id, offset, limit } => {
+            let page = workflows::get(ctx, id, offset, limit);
+            reply(conn, page.map(|page| Response::Workflow(Box::new(page)))).await
+        }
         Request::WorkflowCancel { id } => {
             let actor = conn.actor.clone();
             reply(conn, workflow_control::cancel(ctx, actor, id).await).await

@@ -7,18 +7,18 @@ use crate::server::Context;
 
 /// `WorkflowCancel`.
 pub async fn cancel(ctx: &Context, actor: Actor, id: WorkflowId) -> Result<Response, ErrorReply> {
-    let view = ctx
+    let summary = ctx
         .engine
         .request(|reply| Command::CancelWorkflow { actor, id, reply })
         .await?;
-    Ok(Response::Workflow(Box::new(view)))
+    Ok(Response::WorkflowSummary(Box::new(summary)))
 }
 
 /// `WorkflowRollback`.
 pub async fn rollback(ctx: &Context, actor: Actor, id: WorkflowId) -> Result<Response, ErrorReply> {
-    let view = ctx
+    let summary = ctx
         .engine
         .request(|reply| Command::RollbackWorkflow { actor, id, reply })
         .await?;
-    Ok(Response::Workflow(Box::new(view)))
+    Ok(Response::WorkflowSummary(Box::new(summary)))
 }

@@ -6,7 +6,7 @@ use orch_protocol::{
 };
 use tokio::sync::broadcast::error::RecvError;
 
-use super::workflows::stored_view;
+use super::workflows::stored_summary;
 use crate::engine::Command;
 use crate::extensions::Registry;
 use crate::server::{Connection, Context};
@@ -48,7 +48,7 @@ pub async fn submit(
     }
     // Subscribed before the workflow exists, so no event of it can be missed.
     let mut events = ctx.bus.subscribe();
-    let mut view = ctx
+    let mut summary = ctx
         .engine
         .request(|reply| Command::SubmitWorkflow {
             actor,
@@ -56,8 +56,8 @@ pub async fn submit(
             reply,
         })
         .await?;
-    let id = view.workflow.id;
-    while request.wait() && !view.workflow.state.status().is_final() {
+    let id = summary.id;
+    while request.wait() && !summary.state.status().is_final() {
         let changed = tokio::select! {
             event = events.recv() => match event {
                 Ok(event) => ends(id, &event.kind, event.task),
@@ -67,10 +67,10 @@ pub async fn submit(
             () = ctx.shutdown.cancelled() => return Err(unavailable()),
         };
         if changed {
-            view = stored_view(ctx, id)?;
+            summary = stored_summary(ctx, id)?;
         }
     }
-    Ok(WorkflowSubmitted::Created(view))
+    Ok(WorkflowSubmitted::Created(summary))
 }
 
 /// `WorkflowSubmit` on the socket: stops waiting when the client hangs up (the workflow,

@@ -1,42 +1,79 @@
-//! `Workflows` and `Workflow`: read workflows, with their tasks' status, from the store.
+//! `Workflows` and `Workflow`: read workflows from the store, as summaries (whose size
+//! does not grow with their steps) and pages of steps.
 
-use orch_protocol::{ErrorReply, Response, Workflow, WorkflowId, WorkflowView};
+use std::collections::HashMap;
+
+use orch_protocol::{
+    ErrorReply, TaskId, TaskStatus, Workflow, WorkflowId, WorkflowSummary, WorkflowView,
+};
 
 use super::store_error;
-use crate::engine::{no_such_workflow, view_tasks};
+use crate::engine::{no_such_workflow, workflow_page, workflow_summary};
 use crate::server::Context;
 
 /// How many workflows `Workflows` returns when no limit is given.
 const DEFAULT_LIMIT: usize = 100;
 
-/// `Workflows`: the newest first.
-pub fn list(ctx: &Context, limit: Option<usize>) -> Result<Response, ErrorReply> {
+/// `Workflows`: the newest first, as summaries.
+pub fn list(ctx: &Context, limit: Option<usize>) -> Result<Vec<WorkflowSummary>, ErrorReply> {
     let workflows = ctx
         .store
         .workflows(limit.unwrap_or(DEFAULT_LIMIT))
         .map_err(store_error)?;
-    let workflows = workflows.into_iter().map(|w| with_tasks(ctx, w)).collect();
-    Ok(Response::Workflows { workflows })
+    workflows
+        .iter()
+        .map(|w| {
+            let statuses = stored_statuses(ctx, w)?;
+            Ok(workflow_summary(w, |t| statuses.get(&t).copied()))
+        })
+        .collect()
 }
 
-/// `Workflow`.
-pub fn get(ctx: &Context, id: WorkflowId) -> Result<Response, ErrorReply> {
-    Ok(Response::Workflow(Box::new(stored_view(ctx, id)?)))
+/// `Workflow`: the summary and the page of steps from `offset`.
+pub fn get(
+    ctx: &Context,
+    id: WorkflowId,
+    offset: u64,
+    limit: Option<usize>,
+) -> Result<WorkflowView, ErrorReply> {
+    let workflow = stored(ctx, id)?;
+    let statuses = stored_statuses(ctx, &workflow)?;
+    Ok(workflow_page(
+        &workflow,
+        |t| statuses.get(&t).copied(),
+        offset,
+        limit,
+    ))
 }
 
-/// Workflow `id` as stored, with its tasks' status.
-pub fn stored_view(ctx: &Context, id: WorkflowId) -> Result<WorkflowView, ErrorReply> {
-    let workflow = ctx
-        .store
+/// Workflow `id`'s summary as stored.
+pub fn stored_summary(ctx: &Context, id: WorkflowId) -> Result<WorkflowSummary, ErrorReply> {
+    let workflow = stored(ctx, id)?;
+    let statuses = stored_statuses(ctx, &workflow)?;
+    Ok(workflow_summary(&workflow, |t| statuses.get(&t).copied()))
+}
+
+/// Workflow `id`'s record.
+fn stored(ctx: &Context, id: WorkflowId) -> Result<Workflow, ErrorReply> {
+    ctx.store
         .workflow(id)
         .map_err(store_error)?
-        .ok_or_else(|| no_such_workflow(id))?;
-    Ok(with_tasks(ctx, workflow))
+        .ok_or_else(|| no_such_workflow(id))
 }
 
-fn with_tasks(ctx: &Context, workflow: Workflow) -> WorkflowView {
-    let tasks = view_tasks(&workflow, |t| {
-        ctx.store.get(t).ok().flatten().map(|t| t.state.status())
-    });
-    WorkflowView { workflow, tasks }
+/// The committed status of the workflow's tasks (removed ones are absent), read from
+/// the status index in two ranges: its steps' ids, and its compensations'.
+fn stored_statuses(
+    ctx: &Context,
+    workflow: &Workflow,
+) -> Result<HashMap<TaskId, TaskStatus>, ErrorReply> {
+    let steps = workflow.steps.iter().map(|s| s.task);
+    let compensations = workflow.rollback_steps.iter().map(|r| r.task);
+    let mut statuses = HashMap::new();
+    for ids in [steps.collect::<Vec<_>>(), compensations.collect()] {
+        if let (Some(&low), Some(&high)) = (ids.iter().min(), ids.iter().max()) {
+            statuses.extend(ctx.store.statuses(low..=high).map_err(store_error)?);
+        }
+    }
+    Ok(statuses)
 }

@@ -48,17 +48,19 @@ fn read_log(socket: &Path, id: u64) -> (usize, usize) {
     }
 }
 
+/// 120 MB is more than the 100 MiB the daemon may grow by, so a line buffered whole (or a
+/// log read whole, three times at once) fails this; it keeps the debug-build run short.
 #[test]
-fn a_300_mb_line_is_logged_in_pieces_and_read_back_in_chunks() {
+fn a_120_mb_line_is_logged_in_pieces_and_read_back_in_chunks() {
     let daemon = Daemon::start(&[]);
     let nu = daemon.nu();
     let (base, _) = memory_mib(&daemon);
     let task = nu.json(
-        r#"orch submit [sh -c 'head -c 300000000 /dev/zero | tr "\000" x'] | orch wait | first | select status"#,
+        r#"orch submit [sh -c 'head -c 120000000 /dev/zero | tr "\000" x'] | orch wait | first | select status"#,
     );
     assert_eq!(task, serde_json::json!({"status": "succeeded"}));
     let (_, peak_running) = memory_mib(&daemon);
-    eprintln!("300 MB line: RSS at start {base} MiB, peak while it ran {peak_running} MiB");
+    eprintln!("120 MB line: RSS at start {base} MiB, peak while it ran {peak_running} MiB");
     assert!(
         peak_running < base + 100,
         "the daemon grew from {base} MiB to {peak_running} MiB"
@@ -71,7 +73,7 @@ fn a_300_mb_line_is_logged_in_pieces_and_read_back_in_chunks() {
         })
         .collect();
     for reader in readers {
-        assert_eq!(reader.join().expect("a reader"), (300_000_000, 0));
+        assert_eq!(reader.join().expect("a reader"), (120_000_000, 0));
     }
     let (_, peak_reading) = memory_mib(&daemon);
     eprintln!("3 concurrent reads of its log: peak {peak_reading} MiB");

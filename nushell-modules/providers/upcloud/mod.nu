@@ -117,11 +117,11 @@ export def server-status [server: record]: nothing -> record {
 
 # --- configuration ---------------------------------------------------------------------
 
-# The step context: `ctx` when given, else $env.ORCH_PARAMS (set by the daemon for every
+# The step context: `ctx` when given, else $env.ORCH_PARAMS or the file $env.ORCH_PARAMS_FILE (set by the daemon for every
 # step), else nothing.
 def step-context [ctx?: record]: nothing -> record {
     if $ctx != null { return $ctx }
-    let params = $env.ORCH_PARAMS? | default ""
+    let params = $env.ORCH_PARAMS? | default (if ($env.ORCH_PARAMS_FILE? | is-not-empty) { open --raw $env.ORCH_PARAMS_FILE } else { "" })
     if ($params | str trim | is-empty) { return {} }
     try { $params | from json } catch { {} }
 }

@@ -4,11 +4,13 @@
 //! which runs each step as a task.
 //!
 //! - [`infra`]: finding an infra in a workspace and reading its settings.
+//! - [`names`]: the plain names and hostnames requests and settings may give.
 //! - [`snippets`]: the Nushell code generated steps (and test environments) run.
 
 mod expand;
 pub mod graph;
 mod infra;
+pub mod names;
 pub mod snippets;
 
 use orch_protocol::{PlannedStep, TaskSpec, WorkflowKind, WorkflowPlan, WorkflowRequest};

@@ -85,6 +85,13 @@ def request [
     }
 }
 
+# A name (container, network, image, exec id) as one URL path segment or query value:
+# every character but letters and digits is percent-encoded, so a `/` or `..` in a name
+# can never reach another API path.
+def seg [name: string]: nothing -> string {
+    $name | url encode --all
+}
+
 # The engine's message in an error answer (its JSON `message`, else the raw body).
 def message-of [response: record]: nothing -> string {
     let text = ($response.body | decode utf-8)
@@ -130,7 +137,7 @@ def network-name [infra: string]: nothing -> string { $"($infra)-net" }
 
 # The container's inspect record, or null when it does not exist.
 def inspect [socket: string, name: string]: nothing -> any {
-    let r = (request $socket GET $"/containers/($name)/json")
+    let r = (request $socket GET $"/containers/(seg $name)/json")
     match $r.status {
         200 => ($r.body | decode utf-8 | from json)
         404 => null
@@ -158,7 +165,7 @@ def image-for [socket: string, server: record, ctx: record]: nothing -> string {
         | default ($env.PROVISIONING_BASE_IMAGE?)
         | default $DEFAULT_IMAGE
     )
-    let r = (request $socket GET $"/images/($image | url encode --all)/json")
+    let r = (request $socket GET $"/images/(seg $image)/json")
     if $r.status == 404 {
         error make {msg: $"image ($image) does not exist in the local container engine \(no registry is used\): build it with scripts/build-base-image.sh \(PROVISIONING_BASE_IMAGE=($image) for another name\)"}
     }
@@ -171,13 +178,13 @@ def image-for [socket: string, server: record, ctx: record]: nothing -> string {
 # Creates the infra's network unless it exists (another step may create it concurrently).
 def ensure-network [socket: string, infra: string]: nothing -> string {
     let net = (network-name $infra)
-    if (request $socket GET $"/networks/($net)").status == 200 { return $net }
+    if (request $socket GET $"/networks/(seg $net)").status == 200 { return $net }
     let r = (request $socket POST /networks/create {
         Name: $net
         Labels: {"provisioning.infra": $infra, "provisioning.provider": "local"}
     })
     # Podman answers 500 "already exists" when it lost a race: the network is there.
-    if $r.status != 201 and (request $socket GET $"/networks/($net)").status != 200 {
+    if $r.status != 201 and (request $socket GET $"/networks/(seg $net)").status != 200 {
         error make {msg: $"container engine: creating network ($net) answered ($r.status): (message-of $r)"}
     }
     $net
@@ -209,7 +216,7 @@ def demux [raw: binary]: nothing -> record<stdout: string, stderr: string> {
 # Runs `sh -c command` in a running container: {exit_code, stdout, stderr}.
 def exec-in [socket: string, name: string, command: string, --timeout: int]: nothing -> record {
     let timeout = ($timeout | default ($env.PROVISIONING_LOCAL_EXEC_TIMEOUT? | default $EXEC_TIMEOUT | into int))
-    let created = (request $socket POST $"/containers/($name)/exec" {
+    let created = (request $socket POST $"/containers/(seg $name)/exec" {
         AttachStdin: false, AttachStdout: true, AttachStderr: true, Tty: false
         Cmd: ["sh" "-c" $command]
     })
@@ -221,17 +228,17 @@ def exec-in [socket: string, name: string, command: string, --timeout: int]: not
     }
     let exec = ($created.body | decode utf-8 | from json)
     # Without a TTY the answer is the multiplexed stream, ending when the command ends.
-    let r = (request $socket POST $"/exec/($exec.Id)/start" {Detach: false, Tty: false} --timeout $timeout)
+    let r = (request $socket POST $"/exec/(seg $exec.Id)/start" {Detach: false, Tty: false} --timeout $timeout)
     if $r.status != 200 {
         error make {msg: $"container engine: starting exec in ($name) answered ($r.status): (message-of $r)"}
     }
     let output = (demux $r.body)
     # The exit code is recorded right after the stream ends; allow it a moment.
-    mut info = (call $socket GET $"/exec/($exec.Id)/json")
+    mut info = (call $socket GET $"/exec/(seg $exec.Id)/json")
     for _ in 1..20 {
         if not $info.Running and $info.ExitCode != null { break }
         sleep 100ms
-        $info = (call $socket GET $"/exec/($exec.Id)/json")
+        $info = (call $socket GET $"/exec/(seg $exec.Id)/json")
     }
     $output | insert exit_code $info.ExitCode
 }
@@ -285,7 +292,7 @@ export def create-server [server: record, ctx: record]: nothing -> record {
             HostConfig: {NetworkMode: $net, Init: true}
             NetworkingConfig: {EndpointsConfig: {$net: {Aliases: [$server.hostname]}}}
         }
-        let r = (request $socket POST $"/containers/create?name=($name)" $spec)
+        let r = (request $socket POST $"/containers/create?name=(seg $name)" $spec)
         # Another step may have created it meanwhile: then it exists now.
         if $r.status != 201 and (inspect $socket $name) == null {
             error make {msg: $"container engine: creating container ($name) from ($image) answered ($r.status): (message-of $r)"}
@@ -293,7 +300,7 @@ export def create-server [server: record, ctx: record]: nothing -> record {
         $info = (inspect $socket $name)
     }
     if not $info.State.Running {
-        call $socket POST $"/containers/($name)/start" --ok [204 304] | ignore
+        call $socket POST $"/containers/(seg $name)/start" --ok [204 304] | ignore
     }
     wait-ready $socket $name
     describe-server $server (inspect $socket $name)
@@ -305,12 +312,12 @@ export def delete-server [server: record, ctx: record]: nothing -> nothing {
     let socket = (engine-socket)
     let server = ($server | upsert infra (infra-of $server $ctx))
     let name = (container-name $server)
-    call $socket DELETE $"/containers/($name)?force=true&v=true" --ok [200 204 404] | ignore
+    call $socket DELETE $"/containers/(seg $name)?force=true&v=true" --ok [200 204 404] | ignore
     let net = (network-name $server.infra)
     let filters = ({network: [$net]} | to json -r)
     let left = (call $socket GET $"/containers/json?({all: true, filters: $filters} | url build-query)")
     if ($left | is-empty) {
-        call $socket DELETE $"/networks/($net)" --ok [200 204 404] | ignore
+        call $socket DELETE $"/networks/(seg $net)" --ok [200 204 404] | ignore
     }
 }
 

@@ -50,7 +50,7 @@ export def "task run" [
 # for them). Returns the workflow, or with --check its plan.
 export def "server create" [
     ...servers: string       # hostnames from the infra's settings (all when none)
-    --infra (-i): string     # the infra (a name in the workspace, or a path)
+    --infra (-i): string     # the infra (a plain name in the workspace)
     --settings: string       # the settings file, relative to the infra directory
     --check (-c)             # plan only: the waves that would run
     --wait (-w)              # return once the workflow has finished

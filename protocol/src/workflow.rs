@@ -7,12 +7,45 @@
 use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::types::{TaskId, TaskSpec, TaskStatus};
 
 /// Identifier of a workflow (shared sequence with task ids).
 pub type WorkflowId = u64;
+
+/// The most entries a request's lists of servers or operations may hold: each becomes at
+/// least one step, and a workflow has at most this many steps.
+pub const MAX_LIST_LEN: usize = 100_000;
+
+/// A list of at most [`MAX_LIST_LEN`] entries, refused while it is read, so a longer one is
+/// never held in memory.
+fn bounded_list<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    struct Bounded<T>(std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Bounded<T> {
+        type Value = Vec<T>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(f, "a list of at most {MAX_LIST_LEN} entries")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let mut items = Vec::new();
+            while let Some(item) = seq.next_element()? {
+                if items.len() == MAX_LIST_LEN {
+                    return Err(serde::de::Error::custom(format!(
+                        "more than {MAX_LIST_LEN} entries (a workflow has at most {MAX_LIST_LEN} steps)"
+                    )));
+                }
+                items.push(item);
+            }
+            Ok(items)
+        }
+    }
+    deserializer.deserialize_seq(Bounded(std::marker::PhantomData))
+}
 
 /// Marks a task as a step of a workflow.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,18 +66,20 @@ pub struct StepRef {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ServersRequest {
-    /// The infra: a name looked up as `<workspace>/infra/<name>` or `<workspace>/<name>`, or
-    /// a path to its directory.
+    /// The infra: a plain name (no `/`, no `..`) looked up as `<workspace>/infra/<name>` or
+    /// `<workspace>/<name>`.
     pub infra: String,
-    /// The settings file, relative to the infra directory (default: the first of
+    /// The settings file: a plain file name in the infra directory (default: the first of
     /// `settings.toml`, `.yaml`, `.yml`, `.json`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settings: Option<String>,
-    /// The workspace directory (default: the daemon's `--workspace`).
+    /// The workspace directory (default: the daemon's `--workspace`). Only the daemon's
+    /// owner on its socket may name another one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<PathBuf>,
-    /// Hostnames from the settings (all of them when empty).
-    #[serde(default)]
+    /// Hostnames from the settings (all of them when empty), each at most once.
+    #[serde(default, deserialize_with = "bounded_list")]
+    #[cfg_attr(feature = "schema", schemars(with = "Vec<String>"))]
     pub servers: Vec<String>,
     /// Plan only: answer with the waves that would run, run nothing.
     #[serde(default)]
@@ -68,20 +103,22 @@ pub struct ServersRequest {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TaskservRequest {
-    /// The infra: a name looked up as `<workspace>/infra/<name>` or `<workspace>/<name>`, or
-    /// a path to its directory.
+    /// The infra: a plain name (no `/`, no `..`) looked up as `<workspace>/infra/<name>` or
+    /// `<workspace>/<name>`.
     pub infra: String,
-    /// The settings file, relative to the infra directory (default: the first of
+    /// The settings file: a plain file name in the infra directory (default: the first of
     /// `settings.toml`, `.yaml`, `.yml`, `.json`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settings: Option<String>,
-    /// The workspace directory (default: the daemon's `--workspace`).
+    /// The workspace directory (default: the daemon's `--workspace`). Only the daemon's
+    /// owner on its socket may name another one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<PathBuf>,
     /// The taskserv's name.
     pub taskserv: String,
-    /// Hostnames from the settings (all of them when empty).
-    #[serde(default)]
+    /// Hostnames from the settings (all of them when empty), each at most once.
+    #[serde(default, deserialize_with = "bounded_list")]
+    #[cfg_attr(feature = "schema", schemars(with = "Vec<String>"))]
     pub servers: Vec<String>,
     /// Plan only: answer with the waves that would run, run nothing.
     #[serde(default)]
@@ -105,14 +142,15 @@ pub struct TaskservRequest {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ClusterRequest {
-    /// The infra: a name looked up as `<workspace>/infra/<name>` or `<workspace>/<name>`, or
-    /// a path to its directory.
+    /// The infra: a plain name (no `/`, no `..`) looked up as `<workspace>/infra/<name>` or
+    /// `<workspace>/<name>`.
     pub infra: String,
-    /// The settings file, relative to the infra directory (default: the first of
+    /// The settings file: a plain file name in the infra directory (default: the first of
     /// `settings.toml`, `.yaml`, `.yml`, `.json`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settings: Option<String>,
-    /// The workspace directory (default: the daemon's `--workspace`).
+    /// The workspace directory (default: the daemon's `--workspace`). Only the daemon's
+    /// owner on its socket may name another one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<PathBuf>,
     /// The cluster definition's name (`orch extensions clusters`).
@@ -157,8 +195,10 @@ pub struct Operation {
     /// Operations that must finish first, whatever their outcome.
     #[serde(default)]
     pub soft_dependencies: Vec<String>,
-    /// Servers it acts on (server and taskserv operations; all of the infra's when empty).
-    #[serde(default)]
+    /// Servers it acts on (server and taskserv operations; all of the infra's when empty),
+    /// each at most once.
+    #[serde(default, deserialize_with = "bounded_list")]
+    #[cfg_attr(feature = "schema", schemars(with = "Vec<String>"))]
     pub servers: Vec<String>,
     /// The taskserv to install (taskserv operations).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -166,7 +206,8 @@ pub struct Operation {
     /// Nushell code (`nu` operations); `$params` holds `params`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nu: Option<String>,
-    /// A Nushell script file (`script` operations), relative to the workflow file.
+    /// A Nushell script file (`script` operations), a relative path inside the workflow
+    /// file's directory (no `..`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<PathBuf>,
     /// A program and its arguments (`command` operations).
@@ -207,6 +248,8 @@ pub struct BatchWorkflow {
     #[serde(default)]
     pub priority: i32,
     /// The operations.
+    #[serde(deserialize_with = "bounded_list")]
+    #[cfg_attr(feature = "schema", schemars(with = "Vec<Operation>"))]
     pub operations: Vec<Operation>,
 }
 
@@ -220,14 +263,16 @@ pub struct BatchRequest {
     /// The infra its server and taskserv operations use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub infra: Option<String>,
-    /// The settings file, relative to the infra directory (default: the first of
+    /// The settings file: a plain file name in the infra directory (default: the first of
     /// `settings.toml`, `.yaml`, `.yml`, `.json`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settings: Option<String>,
-    /// The workspace directory (default: the daemon's `--workspace`).
+    /// The workspace directory (default: the daemon's `--workspace`). Only the daemon's
+    /// owner on its socket may name another one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<PathBuf>,
-    /// Directory that relative `script` paths are taken from (the workflow file's).
+    /// Directory that relative `script` paths are taken from (the workflow file's); inside
+    /// the daemon's workspace unless the daemon's owner submits on its socket.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_dir: Option<PathBuf>,
     /// Plan only: answer with the waves that would run, run nothing.
@@ -271,6 +316,24 @@ impl WorkflowRequest {
             WorkflowRequest::Taskserv(r) => r.check_mode,
             WorkflowRequest::Cluster(r) => r.check_mode,
             WorkflowRequest::Batch(r) => r.check_mode,
+        }
+    }
+
+    /// The workspace the request names, if any.
+    pub fn workspace(&self) -> Option<&std::path::Path> {
+        match self {
+            WorkflowRequest::Servers(r) => r.workspace.as_deref(),
+            WorkflowRequest::Taskserv(r) => r.workspace.as_deref(),
+            WorkflowRequest::Cluster(r) => r.workspace.as_deref(),
+            WorkflowRequest::Batch(r) => r.workspace.as_deref(),
+        }
+    }
+
+    /// The directory a batch request takes its scripts from, if it names one.
+    pub fn base_dir(&self) -> Option<&std::path::Path> {
+        match self {
+            WorkflowRequest::Batch(r) => r.base_dir.as_deref(),
+            _ => None,
         }
     }
 

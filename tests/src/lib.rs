@@ -113,7 +113,9 @@ impl Daemon {
             .append(true)
             .open(self.dir.path().join("daemon.stderr"))
             .expect("a stderr file");
+        // Started in the test's directory, which is so its default workspace.
         Command::new(binary("provisioning-orchestrator"))
+            .current_dir(self.dir.path())
             .arg("--data-dir")
             .arg(self.data_dir())
             .arg("--socket")

@@ -1027,3 +1027,53 @@ fn workflow_rollbacks_delete_only_their_own_cloud_servers_and_credentials_stay_o
         }
     }
 }
+
+/// Issue 9: an ssh user that could be read as an option is refused before ssh runs, and
+/// the destination always comes after `--`.
+#[test]
+fn ssh_targets_are_checked_and_come_after_a_double_dash() {
+    for (provider, user) in [("upcloud", "root"), ("aws", "ec2-user")] {
+        let standin = Standin::start(&[]);
+        let (path, ssh_log) = fake_ssh(standin.dir());
+        let mut settings = match provider {
+            "upcloud" => upcloud_settings(&standin),
+            _ => aws_settings(&standin),
+        };
+        settings["user"] = json!(user);
+        let script = prelude(
+            provider,
+            settings,
+            json!({"hostname": "web-01", "infra": "demo"}),
+        ) + r#"
+let created = create-server $server $ctx
+server-exec $server "true" | ignore
+let hostile = ($server | insert user "-oProxyCommand=touch pwned")
+let refused = try { server-exec $hostile "true"; "no error" } catch {|e| $e.msg }
+{created: $created, refused: $refused}"#;
+        let mut env = match provider {
+            "upcloud" => UPCLOUD_BASIC.to_vec(),
+            _ => AWS_CREDENTIALS.to_vec(),
+        };
+        env.push(("PATH", &path));
+        let result = nu_json(standin.dir(), &script, &env);
+        let refused = result["refused"].as_str().unwrap();
+        assert!(
+            refused.contains("is not a valid user name"),
+            "{provider}: {refused}"
+        );
+        let address = result["created"]["address"].as_str().unwrap();
+        let calls = ssh_calls(&ssh_log);
+        assert_eq!(
+            calls.len(),
+            1,
+            "{provider}: only the valid user ran ssh: {calls:?}"
+        );
+        let target = format!("{user}@{address}");
+        let at = calls[0]
+            .iter()
+            .position(|a| *a == target)
+            .expect("the target");
+        assert_eq!(calls[0][at - 1], "--", "{provider}: {:?}", calls[0]);
+        assert!(!standin.dir().join("pwned").exists());
+    }
+}

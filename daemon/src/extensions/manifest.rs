@@ -168,6 +168,17 @@ pub fn cluster(dir: &Path, text: &str) -> Result<ClusterInfo, String> {
     if m.nodes.is_empty() {
         return Err("`nodes` is empty: a cluster needs at least one node".into());
     }
+    if let Some(bad) = m
+        .nodes
+        .iter()
+        .find(|n| !crate::workflows::names::is_hostname(&n.hostname))
+    {
+        return Err(format!(
+            "node hostname `{}` is not valid: {}",
+            crate::workflows::names::shown(&bad.hostname),
+            crate::workflows::names::HOSTNAME_RULE
+        ));
+    }
     let mut seen = std::collections::HashSet::new();
     if let Some(dup) = m.nodes.iter().find(|n| !seen.insert(&n.hostname)) {
         return Err(format!("node hostname `{}` appears twice", dup.hostname));

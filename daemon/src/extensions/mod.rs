@@ -96,8 +96,15 @@ impl Registry {
     }
 }
 
-/// "unknown taskserv `x` (known: a, b, c)".
+/// "unknown taskserv `x` (known: a, b, c)", or, for a name that could not name an
+/// extension directory at all, why.
 fn unknown<'a>(what: &str, name: &str, known: impl Iterator<Item = &'a String>) -> String {
+    if !crate::workflows::names::is_plain(name) {
+        return format!(
+            "`{}` is not a valid {what} name (a plain name: letters, digits, `-`, `_` or `.`; no `/`)",
+            crate::workflows::names::shown(name)
+        );
+    }
     let known: Vec<&str> = known.map(String::as_str).collect();
     if known.is_empty() {
         format!("unknown {what} `{name}`: none is installed")

@@ -144,8 +144,9 @@ pub async fn task(
 
 /// A workflow submission's answer: the workflow (201) with `task_id`, or its plan (200).
 async fn submit(ctx: &Context, caller: Caller, request: WorkflowRequest) -> Answer {
-    let submitted = h::workflow_submit::submit(ctx, caller.actor, request).await?;
-    match submitted {
+    // Over HTTP the workspace is always the daemon's (a token is not its owner).
+    let confined = h::workflow_submit::Submitter::Confined;
+    match h::workflow_submit::submit(ctx, caller.actor, confined, request).await? {
         WorkflowSubmitted::Planned(plan) => {
             Ok(Json(json!({"check_mode": true, "plan": plan})).into_response())
         }

@@ -10,8 +10,8 @@ use orch_protocol::{
 };
 use serde_json::{Value, json};
 
-use super::infra::{Infra, Server};
-use super::{Draft, DraftStep};
+use super::infra::{Infra, Place, Server};
+use super::{Draft, DraftStep, MAX_STEPS};
 use super::{secrets, snippets};
 use crate::extensions::Registry;
 
@@ -24,23 +24,41 @@ pub struct Sources<'a> {
     pub registry: &'a Registry,
     /// The workspace used when the request names none.
     pub workspace: &'a Path,
+    /// The daemon's data directory (never an infra, nor a script's directory).
+    pub data_dir: &'a Path,
 }
 
-/// Expands a request into its steps (not yet ordered or checked for cycles).
+/// Expands a request into its steps (not yet ordered or checked for cycles). The number
+/// of steps is computed, and checked against [`MAX_STEPS`], before any step is built.
 pub fn expand(request: &WorkflowRequest, sources: &Sources) -> Result<Draft, String> {
-    let request_json = serde_json::to_value(request).expect("requests serialize");
     let mut draft = match request {
         WorkflowRequest::Servers(r) => servers(r, sources)?,
         WorkflowRequest::Taskserv(r) => taskserv(r, sources)?,
         WorkflowRequest::Cluster(r) => cluster(r, sources)?,
         WorkflowRequest::Batch(r) => batch(r, sources)?,
     };
-    draft.request = request_json;
+    draft.request = serde_json::to_value(request).expect("requests serialize");
     Ok(draft)
 }
 
-fn workspace<'a>(given: &'a Option<PathBuf>, sources: &'a Sources) -> &'a Path {
-    given.as_deref().unwrap_or(sources.workspace)
+/// Where the request's infra is looked up: its workspace (already confined to the
+/// daemon's when the submitter may not choose) or the daemon's.
+fn place<'a>(given: &'a Option<PathBuf>, sources: &'a Sources) -> Place<'a> {
+    Place {
+        workspace: given.as_deref().unwrap_or(sources.workspace),
+        data_dir: sources.data_dir,
+    }
+}
+
+/// Refuses a workflow of more than [`MAX_STEPS`] steps before its steps are built.
+fn check_step_count(what: &str, count: Option<usize>) -> Result<(), String> {
+    match count {
+        Some(n) if n <= MAX_STEPS => Ok(()),
+        Some(n) => Err(format!(
+            "{what} would have {n} steps; the limit is {MAX_STEPS}"
+        )),
+        None => Err(format!("{what} would have more than {MAX_STEPS} steps")),
+    }
 }
 
 fn empty_draft(name: String, kind: WorkflowKind) -> Draft {
@@ -306,21 +324,30 @@ fn merge(ctx: &mut Value, extra: &Value) {
 
 fn servers(r: &ServersRequest, sources: &Sources) -> Result<Draft, String> {
     let infra = Infra::load(
-        workspace(&r.workspace, sources),
+        place(&r.workspace, sources),
         &r.infra,
         r.settings.as_deref(),
     )?;
     let selected = infra.select(&r.servers)?;
+    let orders = selected
+        .iter()
+        .map(|server| {
+            install_order(&server.taskservs, sources.registry)
+                .map_err(|e| format!("server `{}`: {e}", server.hostname))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let count = orders
+        .iter()
+        .try_fold(0usize, |n, order| n.checked_add(1 + order.len()));
+    check_step_count(&format!("servers create {}", infra.name), count)?;
     let mut draft = empty_draft(
         format!("servers create {}", infra.name),
         WorkflowKind::Servers,
     );
-    for server in selected {
+    for (server, order) in selected.into_iter().zip(orders) {
         let create = create_step(server, &infra, sources)?;
         let create_id = create.id.clone();
         draft.steps.push(create);
-        let order = install_order(&server.taskservs, sources.registry)
-            .map_err(|e| format!("server `{}`: {e}", server.hostname))?;
         draft.steps.extend(install_steps(
             server,
             &order,
@@ -339,12 +366,16 @@ fn servers(r: &ServersRequest, sources: &Sources) -> Result<Draft, String> {
 
 fn taskserv(r: &TaskservRequest, sources: &Sources) -> Result<Draft, String> {
     let infra = Infra::load(
-        workspace(&r.workspace, sources),
+        place(&r.workspace, sources),
         &r.infra,
         r.settings.as_deref(),
     )?;
     let selected = infra.select(&r.servers)?;
     let order = install_order(std::slice::from_ref(&r.taskserv), sources.registry)?;
+    check_step_count(
+        &format!("taskserv create {} on {}", r.taskserv, infra.name),
+        selected.len().checked_mul(order.len()),
+    )?;
     let mut draft = empty_draft(
         format!("taskserv create {} on {}", r.taskserv, infra.name),
         WorkflowKind::Taskserv,
@@ -368,7 +399,7 @@ fn taskserv(r: &TaskservRequest, sources: &Sources) -> Result<Draft, String> {
 
 fn cluster(r: &ClusterRequest, sources: &Sources) -> Result<Draft, String> {
     let infra = Infra::load(
-        workspace(&r.workspace, sources),
+        place(&r.workspace, sources),
         &r.infra,
         r.settings.as_deref(),
     )?;
@@ -502,10 +533,14 @@ fn batch(r: &BatchRequest, sources: &Sources) -> Result<Draft, String> {
     if w.operations.is_empty() {
         return Err(format!("workflow `{}` has no operations", w.name));
     }
-    let ws = workspace(&r.workspace, sources);
-    let base_dir = r.base_dir.clone().unwrap_or_else(|| ws.to_path_buf());
+    check_step_count(&format!("workflow `{}`", w.name), Some(w.operations.len()))?;
+    let place = place(&r.workspace, sources);
+    let base_dir = r
+        .base_dir
+        .clone()
+        .unwrap_or_else(|| place.workspace.to_path_buf());
     let infra = match &r.infra {
-        Some(name) => Some(Infra::load(ws, name, r.settings.as_deref())?),
+        Some(name) => Some(Infra::load(place, name, r.settings.as_deref())?),
         None => None,
     };
     let mut draft = empty_draft(w.name.clone(), WorkflowKind::Batch);
@@ -571,14 +606,11 @@ fn operation(
             )
         }
         "script" => {
-            let path = op
+            let script = op
                 .script
-                .clone()
+                .as_deref()
                 .ok_or("a `script` operation needs `script` (a .nu file)")?;
-            let path = base_dir.join(path);
-            if !path.is_file() {
-                return Err(format!("the script {} does not exist", path.display()));
-            }
+            let path = script_path(base_dir, script)?;
             let mut spec = TaskSpec::command("nu", Vec::new());
             spec.kind = TaskKind::NuFile { path: path.clone() };
             (
@@ -618,6 +650,34 @@ fn operation(
         soft_dependencies: op.soft_dependencies.clone(),
         fill_workflow_id: false,
     })
+}
+
+/// `script` resolved in `base_dir`: a relative path without `..` whose canonical form is a
+/// file inside `base_dir` (one message for "missing" and "outside").
+fn script_path(base_dir: &Path, script: &Path) -> Result<PathBuf, String> {
+    use std::path::Component;
+    let refused = || {
+        format!(
+            "`script`: `{}` is not a file inside the workflow's directory",
+            script.display()
+        )
+    };
+    if !script
+        .components()
+        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+    {
+        return Err(format!(
+            "`script`: `{}` must be a relative path inside the workflow's directory (no `..`, not absolute)",
+            script.display()
+        ));
+    }
+    let root = base_dir.canonicalize().map_err(|_| refused())?;
+    let path = root.join(script).canonicalize().map_err(|_| refused())?;
+    if path.starts_with(&root) && path.is_file() {
+        Ok(path)
+    } else {
+        Err(refused())
+    }
 }
 
 /// A server or taskserv operation of a batch: one step over all its servers.

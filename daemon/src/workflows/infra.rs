@@ -1,5 +1,9 @@
 //! Finding an infra in a workspace and reading its settings file.
+//!
+//! Infra and settings names are plain names resolved inside the workspace (never in the
+//! daemon's data directory), and an error never tells whether a file outside exists.
 
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -12,6 +16,19 @@ const DEFAULT_SETTINGS: [&str; 4] = [
     "settings.yml",
     "settings.json",
 ];
+
+/// The file extensions a settings file may have.
+const SETTINGS_EXTENSIONS: [&str; 4] = ["toml", "yaml", "yml", "json"];
+
+/// Where infras are looked up: the workspace, and the daemon's data directory, which is
+/// never an infra even when it lies in the workspace.
+#[derive(Debug, Clone, Copy)]
+pub struct Place<'a> {
+    /// The workspace.
+    pub workspace: &'a Path,
+    /// The daemon's data directory.
+    pub data_dir: &'a Path,
+}
 
 /// An infra: its directory and its parsed settings.
 #[derive(Debug, Clone)]
@@ -54,12 +71,10 @@ struct Settings {
 }
 
 impl Infra {
-    /// Finds `infra` (a name or a path) in `workspace` and reads its settings.
-    pub fn load(workspace: &Path, infra: &str, settings: Option<&str>) -> Result<Infra, String> {
-        if infra.trim().is_empty() {
-            return Err("`infra` is empty".into());
-        }
-        let dir = find_dir(workspace, infra)?;
+    /// Finds the infra named `infra` in the workspace of `place` and reads its settings.
+    pub fn load(place: Place, infra: &str, settings: Option<&str>) -> Result<Infra, String> {
+        super::names::plain("infra", infra)?;
+        let dir = find_dir(place, infra)?;
         let settings_file = find_settings(&dir, infra, settings)?;
         let value = read_settings(&settings_file)?;
         let parsed: Settings = serde_json::from_value(value.clone()).map_err(|e| {
@@ -68,10 +83,14 @@ impl Infra {
                 settings_file.display()
             )
         })?;
-        let name = parsed.name.clone().unwrap_or_else(|| {
-            dir.file_name()
-                .map_or_else(|| infra.to_string(), |n| n.to_string_lossy().into_owned())
-        });
+        let name = parsed.name.clone().unwrap_or_else(|| infra.to_string());
+        if !super::names::is_plain(&name) {
+            return Err(format!(
+                "{}: `name` `{}` is not a plain name (letters, digits, `-`, `_` or `.`)",
+                settings_file.display(),
+                super::names::shown(&name)
+            ));
+        }
         let servers = servers(&name, &parsed, &settings_file)?;
         Ok(Infra {
             name,
@@ -83,7 +102,8 @@ impl Infra {
         })
     }
 
-    /// The servers named (all when `names` is empty), or an error naming an unknown one.
+    /// The servers named (all when `names` is empty), or an error naming an unknown or a
+    /// repeated one.
     pub fn select(&self, names: &[String]) -> Result<Vec<&Server>, String> {
         if names.is_empty() {
             if self.servers.is_empty() {
@@ -95,27 +115,42 @@ impl Infra {
             }
             return Ok(self.servers.iter().collect());
         }
+        let by_name: HashMap<&str, &Server> = self
+            .servers
+            .iter()
+            .map(|s| (s.hostname.as_str(), s))
+            .collect();
+        let mut seen = HashSet::with_capacity(names.len().min(self.servers.len()));
         names
             .iter()
             .map(|name| {
-                self.servers
-                    .iter()
-                    .find(|s| &s.hostname == name)
-                    .ok_or_else(|| {
-                        let known: Vec<&str> =
-                            self.servers.iter().map(|s| s.hostname.as_str()).collect();
-                        format!(
-                            "unknown server `{name}` in infra `{}` (its servers: {})",
-                            self.name,
-                            if known.is_empty() {
-                                "none".to_string()
-                            } else {
-                                known.join(", ")
-                            }
-                        )
-                    })
+                let server = by_name
+                    .get(name.as_str())
+                    .copied()
+                    .ok_or_else(|| self.unknown_server(name))?;
+                if !seen.insert(name.as_str()) {
+                    return Err(format!(
+                        "`servers`: `{}` is named twice (each server at most once)",
+                        super::names::shown(name)
+                    ));
+                }
+                Ok(server)
             })
             .collect()
+    }
+
+    fn unknown_server(&self, name: &str) -> String {
+        let known: Vec<&str> = self.servers.iter().map(|s| s.hostname.as_str()).collect();
+        format!(
+            "unknown server `{}` in infra `{}` (its servers: {})",
+            super::names::shown(name),
+            self.name,
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
+        )
     }
 
     /// `ctx.infra` for scripts.
@@ -128,48 +163,54 @@ impl Infra {
     }
 }
 
-fn find_dir(workspace: &Path, infra: &str) -> Result<PathBuf, String> {
-    let candidates: Vec<PathBuf> = if infra.contains('/') {
-        vec![workspace.join(infra)]
-    } else {
-        vec![workspace.join("infra").join(infra), workspace.join(infra)]
+/// `<workspace>/infra/<infra>`, else `<workspace>/<infra>`, canonical and inside the
+/// workspace but not in the data directory; one message for "missing" and "outside".
+fn find_dir(place: Place, infra: &str) -> Result<PathBuf, String> {
+    let unknown = || {
+        format!("unknown infra `{infra}`: no directory infra/{infra} or {infra} in the workspace")
     };
-    candidates
+    let workspace = place.workspace.canonicalize().map_err(|_| unknown())?;
+    let data_dir = place.data_dir.canonicalize().ok();
+    [workspace.join("infra").join(infra), workspace.join(infra)]
         .iter()
-        .find(|c| c.is_dir())
-        .map(|c| c.canonicalize().unwrap_or_else(|_| c.clone()))
-        .ok_or_else(|| {
-            let tried: Vec<String> = candidates.iter().map(|c| c.display().to_string()).collect();
-            format!(
-                "unknown infra `{infra}`: no directory {}",
-                tried.join(" or ")
-            )
+        .filter_map(|candidate| candidate.canonicalize().ok())
+        .find(|dir| {
+            dir.is_dir()
+                && dir.starts_with(&workspace)
+                && !data_dir.as_ref().is_some_and(|d| dir.starts_with(d))
         })
+        .ok_or_else(unknown)
 }
 
+/// The settings file `named` (a plain file name, `./` allowed before it) or the first
+/// default one, canonical and directly in `dir`.
 fn find_settings(dir: &Path, infra: &str, named: Option<&str>) -> Result<PathBuf, String> {
-    if let Some(named) = named {
-        let path = dir.join(named);
-        return if path.is_file() {
-            Ok(path)
-        } else {
-            Err(format!(
-                "infra `{infra}` has no settings file {}",
-                path.display()
-            ))
-        };
+    let Some(named) = named else {
+        return DEFAULT_SETTINGS
+            .iter()
+            .find_map(|f| inside(dir, f))
+            .ok_or_else(|| {
+                format!(
+                    "infra `{infra}` has no settings file (looked for {})",
+                    DEFAULT_SETTINGS.join(", ")
+                )
+            });
+    };
+    let name = named.strip_prefix("./").unwrap_or(named);
+    super::names::plain("settings", name)?;
+    let extension = Path::new(name).extension().and_then(|e| e.to_str());
+    if !extension.is_some_and(|e| SETTINGS_EXTENSIONS.contains(&e)) {
+        return Err(format!(
+            "`settings`: `{name}` is not a settings file name (it ends in .toml, .yaml, .yml or .json)"
+        ));
     }
-    DEFAULT_SETTINGS
-        .iter()
-        .map(|f| dir.join(f))
-        .find(|p| p.is_file())
-        .ok_or_else(|| {
-            format!(
-                "infra `{infra}` has no settings file in {} (looked for {})",
-                dir.display(),
-                DEFAULT_SETTINGS.join(", ")
-            )
-        })
+    inside(dir, name).ok_or_else(|| format!("infra `{infra}` has no settings file `{name}`"))
+}
+
+/// `dir/name` when it is a file whose canonical path is directly in `dir` (canonical).
+fn inside(dir: &Path, name: &str) -> Option<PathBuf> {
+    let path = dir.join(name).canonicalize().ok()?;
+    (path.parent() == Some(dir) && path.is_file()).then_some(path)
 }
 
 fn read_settings(path: &Path) -> Result<Value, String> {
@@ -177,7 +218,7 @@ fn read_settings(path: &Path) -> Result<Value, String> {
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("");
     let parsed = match extension {
-        "yaml" | "yml" => serde_yaml::from_str::<Value>(&text).map_err(|e| e.to_string()),
+        "yaml" | "yml" => serde_saphyr::from_str::<Value>(&text).map_err(|e| e.to_string()),
         "json" => serde_json::from_str::<Value>(&text).map_err(|e| e.to_string()),
         "toml" => toml::from_str::<Value>(&text).map_err(|e| e.to_string()),
         other => Err(format!(
@@ -196,13 +237,22 @@ fn read_settings(path: &Path) -> Result<Value, String> {
 
 fn servers(infra: &str, settings: &Settings, file: &Path) -> Result<Vec<Server>, String> {
     let mut servers: Vec<Server> = Vec::new();
+    let mut seen: HashSet<String> = HashSet::new();
     for (i, entry) in settings.servers.iter().enumerate() {
         let field = |name: &str| format!("{}: servers[{i}].{name}", file.display());
         let hostname = match entry.get("hostname") {
-            Some(Value::String(h)) if !h.trim().is_empty() => h.clone(),
-            _ => return Err(format!("{} must be a non-empty string", field("hostname"))),
+            Some(Value::String(h)) if super::names::is_hostname(h) => h.clone(),
+            Some(Value::String(h)) => {
+                return Err(format!(
+                    "{} `{}` is not a valid hostname: {}",
+                    field("hostname"),
+                    super::names::shown(h),
+                    super::names::HOSTNAME_RULE
+                ));
+            }
+            _ => return Err(format!("{} must be a string", field("hostname"))),
         };
-        if servers.iter().any(|s| s.hostname == hostname) {
+        if !seen.insert(hostname.clone()) {
             return Err(format!(
                 "{}: hostname `{hostname}` appears twice",
                 file.display()

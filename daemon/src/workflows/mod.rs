@@ -4,12 +4,14 @@
 //! which runs each step as a task.
 //!
 //! - [`infra`]: finding an infra in a workspace and reading its settings.
+//! - [`names`]: the plain names and hostnames requests and settings may give.
 //! - [`snippets`]: the Nushell code generated steps (and test environments) run.
 //! - [`secrets`]: provider credentials as references, resolved by the step at run time.
 
 mod expand;
 pub mod graph;
 mod infra;
+pub mod names;
 mod secrets;
 pub mod snippets;
 

@@ -18,7 +18,7 @@ pub fn infra_flags(signature: Signature) -> Signature {
         .named(
             "infra",
             SyntaxShape::String,
-            "The infra: a name (a directory infra/<name> or <name> in the workspace) or a path.",
+            "The infra: a plain name (a directory infra/<name> or <name> in the workspace).",
             Some('i'),
         )
         .named(

@@ -91,6 +91,13 @@ def request [
     }
 }
 
+# A name (container, network, image, exec id) as one URL path segment or query value:
+# every character but letters and digits is percent-encoded, so a `/` or `..` in a name
+# can never reach another API path.
+def seg [name: string]: nothing -> string {
+    $name | url encode --all
+}
+
 # The engine's message in an error answer (its JSON `message`, else the raw body).
 def message-of [response: record]: nothing -> string {
     let text = ($response.body | decode utf-8)
@@ -147,7 +154,7 @@ def workflow-of [mark: any]: nothing -> any {
 
 # The container's inspect record, or null when it does not exist.
 def inspect [socket: string, name: string]: nothing -> any {
-    let r = (request $socket GET $"/containers/($name)/json")
+    let r = (request $socket GET $"/containers/(seg $name)/json")
     match $r.status {
         200 => ($r.body | decode utf-8 | from json)
         404 => null
@@ -175,7 +182,7 @@ def image-for [socket: string, server: record, ctx: record]: nothing -> string {
         | default ($env.PROVISIONING_BASE_IMAGE?)
         | default $DEFAULT_IMAGE
     )
-    let r = (request $socket GET $"/images/($image | url encode --all)/json")
+    let r = (request $socket GET $"/images/(seg $image)/json")
     if $r.status == 404 {
         error make {msg: $"image ($image) does not exist in the local container engine \(no registry is used\): build it with scripts/build-base-image.sh \(PROVISIONING_BASE_IMAGE=($image) for another name\)"}
     }
@@ -189,12 +196,12 @@ def image-for [socket: string, server: record, ctx: record]: nothing -> string {
 # marked with the creating workflow (`provisioning.created-by-workflow`).
 def ensure-network [socket: string, infra: string, mark: any]: nothing -> string {
     let net = (network-name $infra)
-    if (request $socket GET $"/networks/($net)").status == 200 { return $net }
+    if (request $socket GET $"/networks/(seg $net)").status == 200 { return $net }
     let labels = {"provisioning.infra": $infra, "provisioning.provider": "local"}
     let labels = if $mark == null { $labels } else { $labels | insert "provisioning.created-by-workflow" (workflow-of $mark) }
     let r = (request $socket POST /networks/create {Name: $net, Labels: $labels})
     # Podman answers 500 "already exists" when it lost a race: the network is there.
-    if $r.status != 201 and (request $socket GET $"/networks/($net)").status != 200 {
+    if $r.status != 201 and (request $socket GET $"/networks/(seg $net)").status != 200 {
         error make {msg: $"container engine: creating network ($net) answered ($r.status): (message-of $r)"}
     }
     $net
@@ -226,7 +233,7 @@ def demux [raw: binary]: nothing -> record<stdout: string, stderr: string> {
 # Runs `sh -c command` in a running container: {exit_code, stdout, stderr}.
 def exec-in [socket: string, name: string, command: string, --timeout: int]: nothing -> record {
     let timeout = ($timeout | default ($env.PROVISIONING_LOCAL_EXEC_TIMEOUT? | default $EXEC_TIMEOUT | into int))
-    let created = (request $socket POST $"/containers/($name)/exec" {
+    let created = (request $socket POST $"/containers/(seg $name)/exec" {
         AttachStdin: false, AttachStdout: true, AttachStderr: true, Tty: false
         Cmd: ["sh" "-c" $command]
     })
@@ -238,17 +245,17 @@ def exec-in [socket: string, name: string, command: string, --timeout: int]: not
     }
     let exec = ($created.body | decode utf-8 | from json)
     # Without a TTY the answer is the multiplexed stream, ending when the command ends.
-    let r = (request $socket POST $"/exec/($exec.Id)/start" {Detach: false, Tty: false} --timeout $timeout)
+    let r = (request $socket POST $"/exec/(seg $exec.Id)/start" {Detach: false, Tty: false} --timeout $timeout)
     if $r.status != 200 {
         error make {msg: $"container engine: starting exec in ($name) answered ($r.status): (message-of $r)"}
     }
     let output = (demux $r.body)
     # The exit code is recorded right after the stream ends; allow it a moment.
-    mut info = (call $socket GET $"/exec/($exec.Id)/json")
+    mut info = (call $socket GET $"/exec/(seg $exec.Id)/json")
     for _ in 1..20 {
         if not $info.Running and $info.ExitCode != null { break }
         sleep 100ms
-        $info = (call $socket GET $"/exec/($exec.Id)/json")
+        $info = (call $socket GET $"/exec/(seg $exec.Id)/json")
     }
     $output | insert exit_code $info.ExitCode
 }
@@ -306,7 +313,7 @@ export def create-server [server: record, ctx: record]: nothing -> record {
             HostConfig: {NetworkMode: $net, Init: true}
             NetworkingConfig: {EndpointsConfig: {$net: {Aliases: [$server.hostname]}}}
         }
-        let r = (request $socket POST $"/containers/create?name=($name)" $spec)
+        let r = (request $socket POST $"/containers/create?name=(seg $name)" $spec)
         # Another step may have created it meanwhile: then it exists now.
         if $r.status != 201 and (inspect $socket $name) == null {
             error make {msg: $"container engine: creating container ($name) from ($image) answered ($r.status): (message-of $r)"}
@@ -314,7 +321,7 @@ export def create-server [server: record, ctx: record]: nothing -> record {
         $info = (inspect $socket $name)
     }
     if not $info.State.Running {
-        call $socket POST $"/containers/($name)/start" --ok [204 304] | ignore
+        call $socket POST $"/containers/(seg $name)/start" --ok [204 304] | ignore
     }
     wait-ready $socket $name
     describe-server $server (inspect $socket $name)
@@ -337,7 +344,7 @@ export def delete-server [server: record, ctx: record]: nothing -> record {
         return {hostname: $server.hostname, deleted: false, reason: $"kept: ($by), not by this step \(($mark)\)"}
     }
     if $info != null {
-        call $socket DELETE $"/containers/($name)?force=true&v=true" --ok [200 204 404] | ignore
+        call $socket DELETE $"/containers/(seg $name)?force=true&v=true" --ok [200 204 404] | ignore
     }
     delete-network-if-unused $socket $server.infra $mark
     {hostname: $server.hostname, deleted: ($info != null), reason: (if $info == null { "missing" } else { "deleted" })}
@@ -350,11 +357,11 @@ def delete-network-if-unused [socket: string, infra: string, mark: any] {
     let filters = ({network: [$net]} | to json -r)
     let left = (call $socket GET $"/containers/json?({all: true, filters: $filters} | url build-query)")
     if not ($left | is-empty) { return }
-    let r = (request $socket GET $"/networks/($net)")
+    let r = (request $socket GET $"/networks/(seg $net)")
     if $r.status != 200 { return }
     let owner = ($r.body | decode utf-8 | from json | get -o Labels | default {} | get -o "provisioning.created-by-workflow")
     if $mark == null or $owner == (workflow-of $mark) {
-        call $socket DELETE $"/networks/($net)" --ok [200 204 404] | ignore
+        call $socket DELETE $"/networks/(seg $net)" --ok [200 204 404] | ignore
     }
 }
 

@@ -332,7 +332,22 @@ def ssh-args [cfg: record]: nothing -> list<string> {
         -p ($cfg.ssh_port | into string)
     ]
     if ($cfg.ssh_key | is-not-empty) { $args = $args ++ [-i ($cfg.ssh_key | path expand)] }
-    $args ++ [$"($cfg.user)@($cfg.address)"]
+    # `--` ends ssh's options: the destination can never be read as one.
+    $args ++ ["--" (ssh-destination $cfg)]
+}
+
+# `user@address`, both checked: a user name (letters, digits, `_`, `.`, `-`, not starting
+# with `-`) and an address (IPv4, IPv6 or a hostname), so no value becomes an ssh option.
+def ssh-destination [cfg: record]: nothing -> string {
+    let user = ($cfg.user | into string)
+    let address = ($cfg.address | into string)
+    if not ($user =~ '^[A-Za-z_][A-Za-z0-9_.-]{0,31}$') {
+        error make {msg: $"ssh: the user `($user)` is not a valid user name \(letters, digits, `_`, `.` or `-`, not starting with `-` or a digit)"}
+    }
+    if not ($address =~ '^[A-Za-z0-9:]([A-Za-z0-9.:-]{0,252}[A-Za-z0-9:])?$') {
+        error make {msg: $"ssh: the address `($address)` is not an IP address or a hostname"}
+    }
+    $"($user)@($address)"
 }
 
 def sh-quote [s: string]: nothing -> string {

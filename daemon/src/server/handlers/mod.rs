@@ -76,7 +76,8 @@ pub async fn dispatch(
         Request::AuditVerify => reply(conn, audit::verify(ctx)).await,
         Request::WorkflowSubmit { workflow } => workflow_submit::handle(ctx, conn, workflow).await,
         Request::WorkflowPlan { workflow } => {
-            reply(conn, workflow_submit::plan(ctx, &workflow)).await
+            let submitter = workflow_submit::Submitter::of(conn);
+            reply(conn, workflow_submit::plan(ctx, &workflow, submitter)).await
         }
         Request::Workflows { limit } => match workflows::list(ctx, limit) {
             Ok(summaries) => conn.send_list("workflows", &summaries).await,

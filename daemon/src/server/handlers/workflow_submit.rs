@@ -12,20 +12,87 @@ use crate::extensions::Registry;
 use crate::server::{Connection, Context};
 use crate::workflows::{self, Draft, Sources};
 
+/// Who submits a workflow, for the directories its request may name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Submitter {
+    /// The daemon's own user on the socket: may name any workspace and batch directory
+    /// (it can read them anyway).
+    Owner,
+    /// A token over HTTP, or a user granted a role on the socket: the daemon's workspace
+    /// only.
+    Confined,
+}
+
+impl Submitter {
+    /// The submitter on a socket connection: the owner when the peer is the daemon's user.
+    pub fn of(conn: &Connection) -> Submitter {
+        if conn.actor.uid == crate::socket::owner_uid() {
+            Submitter::Owner
+        } else {
+            Submitter::Confined
+        }
+    }
+}
+
+/// Refuses, for a confined submitter, a workspace other than the daemon's and a batch
+/// directory outside it.
+fn confine(
+    ctx: &Context,
+    request: &WorkflowRequest,
+    submitter: Submitter,
+) -> Result<(), ErrorReply> {
+    if submitter == Submitter::Owner {
+        return Ok(());
+    }
+    let root = ctx.workspace.canonicalize().ok();
+    let canonical = |path: &std::path::Path| path.canonicalize().ok();
+    if let Some(given) = request.workspace()
+        && (root.is_none() || canonical(given) != root)
+    {
+        return Err(ErrorReply::field(
+            ErrorKind::PermissionDenied,
+            "workspace",
+            "`workspace`: only the daemon's owner on its socket may choose a workspace; leave it out to use the daemon's",
+        ));
+    }
+    if let Some(given) = request.base_dir()
+        && !canonical(given)
+            .zip(root)
+            .is_some_and(|(dir, root)| dir.starts_with(root))
+    {
+        return Err(ErrorReply::field(
+            ErrorKind::PermissionDenied,
+            "base_dir",
+            "`base_dir`: must be inside the daemon's workspace (only the daemon's owner on its socket may choose another)",
+        ));
+    }
+    Ok(())
+}
+
 /// Expands and checks `request` against the extensions and the workspace.
-fn prepare(ctx: &Context, request: &WorkflowRequest) -> Result<Draft, ErrorReply> {
+fn prepare(
+    ctx: &Context,
+    request: &WorkflowRequest,
+    submitter: Submitter,
+) -> Result<Draft, ErrorReply> {
+    confine(ctx, request, submitter)?;
     let registry = Registry::load(&ctx.modules_dir);
     let sources = Sources {
         registry: &registry,
         workspace: &ctx.workspace,
+        data_dir: &ctx.data_dir,
     };
     workflows::prepare(request, &sources)
         .map_err(|message| ErrorReply::field(ErrorKind::BadRequest, "workflow", message))
 }
 
 /// `WorkflowPlan`.
-pub fn plan(ctx: &Context, request: &WorkflowRequest) -> Result<Response, ErrorReply> {
-    let draft = prepare(ctx, request)?;
+pub fn plan(
+    ctx: &Context,
+    request: &WorkflowRequest,
+    submitter: Submitter,
+) -> Result<Response, ErrorReply> {
+    let draft = prepare(ctx, request, submitter)?;
     Ok(Response::Plan(Box::new(workflows::plan(
         &draft,
         ctx.parallel_limit,
@@ -37,9 +104,10 @@ pub fn plan(ctx: &Context, request: &WorkflowRequest) -> Result<Response, ErrorR
 pub async fn submit(
     ctx: &Context,
     actor: orch_protocol::Actor,
+    submitter: Submitter,
     request: WorkflowRequest,
 ) -> Result<WorkflowSubmitted, ErrorReply> {
-    let draft = prepare(ctx, &request)?;
+    let draft = prepare(ctx, &request, submitter)?;
     if request.check_mode() {
         return Ok(WorkflowSubmitted::Planned(workflows::plan(
             &draft,
@@ -81,8 +149,9 @@ pub async fn handle(
     request: WorkflowRequest,
 ) -> std::io::Result<()> {
     let actor = conn.actor.clone();
+    let submitter = Submitter::of(conn);
     let result = tokio::select! {
-        result = submit(ctx, actor, request) => result,
+        result = submit(ctx, actor, submitter, request) => result,
         () = conn.closed() => return Ok(()),
     };
     let response = match result {

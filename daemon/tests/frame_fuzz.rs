@@ -18,7 +18,7 @@ use tokio::io::AsyncWriteExt;
 
 /// One valid request of every kind, the seeds that mutations start from.
 const VALID: &[&str] = &[
-    r#"{"protocol":2,"client":"fuzz 1"}"#,
+    r#"{"protocol":3,"client":"fuzz 1"}"#,
     r#"{"request":"health"}"#,
     r#"{"request":"submit","tasks":[{"kind":{"type":"command","program":"true","args":["a"]},"label":"l","priority":1,"retries":2,"backoff":{"initial_ms":10,"max_ms":100},"timeout_ms":1000,"after":[1],"soft_after":[2],"params":{"k":[1,{"x":null}]},"env":{"K":"V"}}]}"#,
     r#"{"request":"submit","tasks":[{"kind":{"type":"nu","code":"print 1"}}]}"#,

@@ -180,7 +180,7 @@ fn slow_and_silent_clients_are_cut_after_their_timeouts() {
 
     // A client trickling its handshake one byte at a time is cut too.
     let mut trickle = raw_socket(&daemon);
-    let hello = frame(br#"{"protocol":2,"client":"slow"}"#);
+    let hello = frame(br#"{"protocol":3,"client":"slow"}"#);
     let start = Instant::now();
     let mut cut = false;
     for byte in &hello {

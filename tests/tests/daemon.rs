@@ -364,7 +364,7 @@ def call(message):
     while len(data) < n:
         data += s.recv(n - len(data))
     return json.loads(data)
-call({"protocol": 2, "client": "viewer"})
+call({"protocol": 3, "client": "viewer"})
 print(call({"request": "health"})["response"])
 print(call({"request": "submit", "tasks": [{"kind": {"type": "command", "program": "true"}}]})["message"])
 print(call({"request": "audit_verify"})["message"])

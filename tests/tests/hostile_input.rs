@@ -206,7 +206,7 @@ def call(message):
     while len(data) < n:
         data += s.recv(n - len(data))
     return json.loads(data)
-call({"protocol": 2, "client": "granted"})
+call({"protocol": 3, "client": "granted"})
 for line in sys.stdin:
     print(json.dumps(call(json.loads(line))))
 "#;

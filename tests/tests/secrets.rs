@@ -120,7 +120,7 @@ def stream(message):
         print(json.dumps(answer))
         if answer["response"] in ("stream_end", "error"):
             return
-call({"protocol": 2, "client": "reader"})
+call({"protocol": 3, "client": "reader"})
 call({"request": "get", "id": task})
 call({"request": "list"})
 call({"request": "wait", "ids": [task]})

@@ -31,6 +31,9 @@ use routes::Caller;
 /// The largest request body accepted (bigger ones get 413).
 const MAX_BODY: usize = 4 * 1024 * 1024;
 
+/// How long a graceful stop lets HTTP answers under way finish before dropping them.
+const DRAIN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// What the shim needs besides the handlers' context.
 #[derive(Clone)]
 pub struct Shim {
@@ -126,7 +129,14 @@ pub async fn serve(listener: tokio::net::TcpListener, app: Router, ctx: Arc<Cont
     }
     drop(listener);
     let every_slot = u32::try_from(limits.max_http_connections).unwrap_or(u32::MAX);
-    let _ = slots.acquire_many(every_slot).await;
+    let drained = tokio::time::timeout(DRAIN_GRACE, slots.acquire_many(every_slot)).await;
+    if drained.is_err() {
+        // A client that does not read its answer must not keep the daemon from stopping.
+        tracing::warn!(
+            grace = ?DRAIN_GRACE,
+            "HTTP answers still unfinished at shutdown are dropped"
+        );
+    }
 }
 
 /// Serves one connection; on shutdown, lets its current answer finish and closes it.

@@ -18,6 +18,9 @@ pub const TASKS_PART_BYTES: usize = 1024 * 1024;
 /// A framed connection to one client.
 pub struct Connection {
     stream: UnixStream,
+    /// Set once the client sent something while a stream or a long answer was under way:
+    /// the frame boundary is lost, so nothing more is read.
+    interrupted: bool,
     limits: Arc<Limits>,
     /// Who is on the other end (for the audit log).
     pub actor: Actor,
@@ -63,6 +66,7 @@ impl Connection {
     ) -> Connection {
         Connection {
             stream,
+            interrupted: false,
             limits,
             actor,
             role,
@@ -77,6 +81,9 @@ impl Connection {
     /// The next frame. Its declared length is taken from the shared budget before its body
     /// is read (waiting for room until the read deadline).
     pub async fn recv(&mut self, patience: Patience) -> Result<Frame, RecvError> {
+        if self.interrupted {
+            return Err(RecvError::Closed);
+        }
         let mut header = [0u8; 4];
         let (first, deadline) = match patience {
             Patience::Until(deadline) => (deadline, Some(deadline)),
@@ -243,10 +250,13 @@ impl Connection {
         self.write_frame(&body).await.map(|()| false)
     }
 
-    /// Waits until the client sends anything or hangs up (streams use this to stop).
+    /// Waits until the client sends anything or hangs up (streams use this to stop). The
+    /// connection reads nothing more afterwards: what the client sent may be the start of
+    /// a frame whose rest is not read here.
     pub async fn closed(&mut self) {
         let mut byte = [0u8; 1];
         let _ = self.stream.read(&mut byte).await;
+        self.interrupted = true;
     }
 }
 

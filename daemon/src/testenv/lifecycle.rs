@@ -427,6 +427,8 @@ impl TestEnvService {
         }
         let result = async {
             let engine = self.engine_for_request().await?;
+            // The recovery after a restart may have deleted it meanwhile.
+            let env = self.still_there(id, env)?;
             let record = AuditRecord::new(
                 actor,
                 "test_env_run",
@@ -481,11 +483,17 @@ impl TestEnvService {
         let result = async {
             // A client's request waits for the recovery; the daemon's own (recovery, time
             // to live) go straight to the engine.
-            let engine = match actor {
-                Some(_) => self.engine_for_request().await?,
-                None => ContainerEngine::connect()
-                    .await
-                    .map_err(|e| ErrorReply::new(ErrorKind::Unavailable, e))?,
+            let (engine, env) = match actor {
+                Some(_) => {
+                    let engine = self.engine_for_request().await?;
+                    (engine, self.still_there(id, env)?)
+                }
+                None => {
+                    let engine = ContainerEngine::connect()
+                        .await
+                        .map_err(|e| ErrorReply::new(ErrorKind::Unavailable, e))?;
+                    (engine, env)
+                }
             };
             let actor = actor.unwrap_or(Actor {
                 uid: crate::socket::owner_uid(),
@@ -500,8 +508,28 @@ impl TestEnvService {
             self.remove(env, &engine, reason, Some(record)).await
         }
         .await;
-        self.release(id);
+        // The recovery deletes interrupted environments without claiming them (nothing
+        // else may run on them), so it has no claim to release: a client's stays.
+        if reason != DeleteReason::Interrupted {
+            self.release(id);
+        }
         result
+    }
+
+    /// `env` as it is now, unless it was deleted since `seen` was read: by the recovery
+    /// after a restart, which a request waits for.
+    fn still_there(&self, id: EnvId, seen: TestEnv) -> Result<TestEnv, ErrorReply> {
+        let now = self.get(id).unwrap_or(seen);
+        match &now.state {
+            EnvState::Deleted { .. } => Err(ErrorReply::field(
+                ErrorKind::Conflict,
+                "id",
+                format!(
+                    "test environment {id} was deleted meanwhile (by the recovery after a restart)"
+                ),
+            )),
+            _ => Ok(now),
+        }
     }
 
     /// Records the deletion as started (`deleting`, with the request's audit record),

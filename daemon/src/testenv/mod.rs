@@ -294,25 +294,32 @@ impl TestEnvService {
         }
     }
 
-    /// One attempt: deletes the environments in `doomed` (removing each once done), then
-    /// the leftovers of this instance.
+    /// One attempt, once the engine answers: deletes the environments in `doomed` (one the
+    /// engine will not remove yet is retried in the background), then the leftovers of this
+    /// instance.
     async fn recover_once(
         self: &Arc<Self>,
         doomed: &mut Vec<(EnvId, DeleteReason)>,
     ) -> Result<(), String> {
         let engine = ContainerEngine::connect().await?;
-        while let Some(&(id, reason)) = doomed.first() {
+        for (id, reason) in std::mem::take(doomed) {
             let deleted = self
                 .get(id)
                 .is_ok_and(|e| matches!(e.state, EnvState::Deleted { .. }));
-            if !deleted {
-                self.delete_env(None, id, reason)
-                    .await
-                    .map_err(|e| e.message)?;
+            if deleted {
+                continue;
             }
-            doomed.remove(0);
+            if let Err(e) = self.delete_env(None, id, reason).await {
+                // One environment the engine will not remove must not keep the others,
+                // or new requests, waiting: its deletion goes on in the background.
+                tracing::warn!(env = id, problem = %e.message, "cannot finish deleting a test environment yet; retrying");
+                self.arm_deletion(id, Utc::now(), reason);
+            }
         }
-        self.remove_leftovers(&engine).await
+        if let Err(problem) = self.remove_leftovers(&engine).await {
+            tracing::warn!(%problem, "some leftover test containers or networks could not be removed");
+        }
+        Ok(())
     }
 
     /// Removes containers and networks of this instance whose environment is not live.
@@ -345,10 +352,16 @@ impl TestEnvService {
 
     /// Deletes environment `id` when its time to live ends (later if it is busy then).
     fn arm_ttl(self: &Arc<Self>, id: EnvId, expires_at: chrono::DateTime<Utc>) {
+        self.arm_deletion(id, expires_at, DeleteReason::Expired);
+    }
+
+    /// Deletes environment `id` for `reason` at `at` (later if it is busy then), retrying
+    /// until the engine removes it.
+    fn arm_deletion(self: &Arc<Self>, id: EnvId, due: chrono::DateTime<Utc>, reason: DeleteReason) {
         let service = self.clone();
         tokio::spawn(async move {
             loop {
-                let wait = (expires_at - Utc::now()).to_std().unwrap_or(Duration::ZERO);
+                let wait = (due - Utc::now()).to_std().unwrap_or(Duration::ZERO);
                 tokio::time::sleep(wait.max(Duration::from_millis(10))).await;
                 let live = service
                     .get(id)
@@ -360,10 +373,10 @@ impl TestEnvService {
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     continue;
                 }
-                match service.delete_env(None, id, DeleteReason::Expired).await {
+                match service.delete_env(None, id, reason).await {
                     Ok(_) => return,
                     Err(e) => {
-                        tracing::warn!(env = id, error = %e, "cannot delete an expired test environment");
+                        tracing::warn!(env = id, error = %e, ?reason, "cannot delete a test environment");
                         tokio::time::sleep(Duration::from_secs(5)).await;
                     }
                 }

@@ -115,7 +115,15 @@ let params = if $secrets_file != null {
     let settings = (try { open $secrets_file } catch {|e| error make {msg: $"cannot read the infra's settings ($secrets_file) for its secrets: ($e.msg)"} })
     resolve-secrets $params $settings $secrets_file
 } else { $params }
-if $secrets_file != null { $env.ORCH_PARAMS = ($params | to json -r) }
+if $secrets_file != null {
+    # Large params came in a private file (an environment variable that large would make
+    # every external command of the step fail): the resolved ones go back there.
+    if ($env.ORCH_PARAMS_FILE? | is-not-empty) {
+        $params | to json -r | save --force $env.ORCH_PARAMS_FILE
+    } else {
+        $env.ORCH_PARAMS = ($params | to json -r)
+    }
+}
 "#;
 
 #[cfg(test)]

@@ -127,7 +127,8 @@ def call [
 # The infra a server belongs to: the server record's `infra`, else the step context's
 # (`ctx`, or $env.ORCH_PARAMS / ORCH_PARAMS_FILE for the commands that get no ctx).
 def infra-of [server: record, ctx?: record]: nothing -> string {
-    let ctx = ($ctx | default (try { $env.ORCH_PARAMS? | default (open --raw $env.ORCH_PARAMS_FILE) | from json } catch { {} }))
+    let params = $env.ORCH_PARAMS? | default (if ($env.ORCH_PARAMS_FILE? | is-not-empty) { open --raw $env.ORCH_PARAMS_FILE } else { "" })
+    let ctx = ($ctx | default (try { $params | from json } catch { {} }))
     let infra = ($server.infra? | default ($ctx.infra?.name?))
     if ($infra | is-empty) {
         error make {msg: $"server ($server.hostname): no `infra` in the server record or the step context"}

@@ -336,3 +336,11 @@ pub fn eventually<T>(timeout: Duration, what: &str, mut check: impl FnMut() -> O
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A TCP port on 127.0.0.1 that nothing listens on now (for a daemon's `--port`).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free local port")
+        .port()
+}

@@ -4,7 +4,6 @@
 //! first ids; and an answer that would exceed the frame anyway is replaced by an error
 //! that says so, on a connection that keeps working.
 
-use std::net::TcpListener;
 use std::process::Command;
 
 use orch_e2e::Daemon;
@@ -22,14 +21,6 @@ fn big_workflow() -> String {
     format!(
         "{{name: big, parallel_limit: 1, operations: (0..<{STEPS} | each {{|i| {{id: $'s($i)', type: command, command: ['true']}}}})}}"
     )
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// `GET path` with the viewer token; the body as JSON.
@@ -60,7 +51,7 @@ fn get(daemon: &Daemon, port: u16, path: &str) -> Value {
 
 #[test]
 fn a_workflow_at_the_step_limit_is_submitted_listed_and_shown_in_pages() {
-    let port = free_port();
+    let port = orch_e2e::free_port();
     let daemon = Daemon::start(&["--parallel", "1", "--port", &port.to_string()]);
     let nu = daemon.nu();
     // The plan: counts and the first ids, under the frame.

@@ -849,15 +849,6 @@ fn base64(text: &str) -> String {
     out
 }
 
-/// A port nothing listens on now.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// `GET path` on the daemon's HTTP shim with the admin token: the body.
 fn admin_get(daemon: &orch_e2e::Daemon, port: u16, path: &str) -> String {
     let tokens: Value = serde_json::from_str(
@@ -890,7 +881,7 @@ fn admin_get(daemon: &orch_e2e::Daemon, port: u16, path: &str) -> String {
 #[test]
 fn workflow_rollbacks_delete_only_their_own_cloud_servers_and_credentials_stay_out_of_records() {
     let standin = Standin::start(&[]);
-    let port = free_port();
+    let port = orch_e2e::free_port();
     let daemon = orch_e2e::Daemon::start(&["--port", &port.to_string()]);
     let dir = daemon.dir().join("infra/cloud");
     std::fs::create_dir_all(&dir).unwrap();

@@ -4,22 +4,13 @@
 //! daemon answering. Real daemon, real sockets, real HTTP, real `nu` with the plugin.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use orch_e2e::Daemon;
 use orch_protocol::{ClientError, ErrorKind, Hello, PROTOCOL_VERSION, Request, Response, TaskSpec};
 use serde_json::Value;
-
-/// A port nothing listens on now.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A raw socket connection, with a read timeout so a test never hangs.
 fn raw_socket(daemon: &Daemon) -> UnixStream {
@@ -137,7 +128,7 @@ fn assert_health_answers(daemon: &Daemon) {
 
 #[test]
 fn slow_and_silent_clients_are_cut_after_their_timeouts() {
-    let port = free_port();
+    let port = orch_e2e::free_port();
     let daemon = Daemon::start(&[
         "--port",
         &port.to_string(),
@@ -275,7 +266,7 @@ fn token(daemon: &Daemon, role: &str) -> String {
 
 #[test]
 fn clients_past_the_connection_caps_are_refused_with_a_clear_error() {
-    let port = free_port();
+    let port = orch_e2e::free_port();
     let daemon = Daemon::start(&[
         "--port",
         &port.to_string(),
@@ -361,7 +352,7 @@ fn clients_past_the_connection_caps_are_refused_with_a_clear_error() {
 
 #[test]
 fn waits_and_watch_streams_quiet_longer_than_the_idle_timeout_stay_open() {
-    let port = free_port();
+    let port = orch_e2e::free_port();
     let daemon = Daemon::start(&[
         "--idle-timeout",
         "1s",

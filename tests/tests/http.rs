@@ -4,21 +4,11 @@
 //! document, and a schemathesis fuzz of the API from that document (with its stateful phase
 //! following the document's links) with zero 5xx.
 
-use std::net::TcpListener;
 use std::process::Command;
 
 use orch_e2e::Daemon;
 use orch_e2e::containers::{Cleanup, TestEnvSweeper, engine_socket};
 use serde_json::{Value, json};
-
-/// A port nothing listens on now.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A daemon serving HTTP on a free port, with its workspace (an infra `lab` with one
 /// local server) and its tokens by role.
@@ -30,7 +20,7 @@ struct Shim {
 
 impl Shim {
     fn start() -> Shim {
-        let port = free_port();
+        let port = orch_e2e::free_port();
         let daemon = Daemon::start(&["--port", &port.to_string()]);
         let infra = daemon.dir().join("infra/lab");
         std::fs::create_dir_all(&infra).unwrap();

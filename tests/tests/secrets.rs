@@ -3,7 +3,6 @@
 //! `--allow-user`), admins see them; HTTP tokens are listed without their secrets and
 //! revoked at once, durably, with the last admin token kept.
 
-use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
@@ -13,15 +12,6 @@ use serde_json::{Value, json};
 /// The values a reader below admin must never see.
 const SECRETS: [&str; 3] = ["s3cret-param", "s3cret-env", "s3cret-wf"];
 
-/// A port nothing listens on now.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A daemon serving HTTP, with the tokens of its `tokens.json` by role.
 struct Http {
     daemon: Daemon,
@@ -30,7 +20,7 @@ struct Http {
 
 impl Http {
     fn start(extra: &[&str]) -> Http {
-        let port = free_port();
+        let port = orch_e2e::free_port();
         let port_arg = port.to_string();
         let mut args = vec!["--port", port_arg.as_str()];
         args.extend_from_slice(extra);

@@ -212,14 +212,6 @@ fn task(client: &mut Client, id: u64) -> Task {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[test]
 fn a_bad_setting_is_refused_before_any_task_runs() {
     let mut daemon = Daemon::start(&["--parallel", "1"]);
@@ -234,7 +226,7 @@ fn a_bad_setting_is_refused_before_any_task_runs() {
     assert!(daemon.terminate().success());
     let data = daemon.data_dir();
     let tokens = data.join("tokens.json");
-    let port = free_port().to_string();
+    let port = orch_e2e::free_port().to_string();
     let open_on_all = ["--port", &port, "--bind", "0.0.0.0", "--http-auth", "none"];
     let stderr = refused(&data, &daemon.socket(), &open_on_all);
     assert!(
@@ -424,7 +416,7 @@ fn the_data_directory_and_every_file_in_it_are_private() {
     std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
     let store = data.join("orchestrator.redb");
     std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let port = free_port().to_string();
+    let port = orch_e2e::free_port().to_string();
     let mut child = spawn_daemon(&data, &socket, &["--quiet", "--port", &port]);
     eventually(Duration::from_secs(20), "the daemon to answer", || {
         Client::connect(&socket, "e2e").ok()

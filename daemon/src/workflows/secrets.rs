@@ -44,16 +44,20 @@ pub fn reference(ctx: &mut Value, settings: &Value) -> bool {
 /// whether it made any.
 fn server_record(record: &mut Value, settings: &Value) -> bool {
     let hostname = record.get("hostname").and_then(Value::as_str);
-    let index = settings
+    let listed = settings
         .get("servers")
         .and_then(Value::as_array)
-        .and_then(|servers| {
+        .is_some_and(|servers| {
             servers
                 .iter()
-                .position(|s| s.get("hostname").and_then(Value::as_str) == hostname)
+                .any(|s| s.get("hostname").and_then(Value::as_str) == hostname)
         });
-    match index {
-        Some(i) => replace(record, &mut vec![json!("servers"), json!(i)]),
+    match hostname.filter(|_| listed) {
+        // By hostname, not position: the settings may be reordered before the step runs.
+        Some(hostname) => replace(
+            record,
+            &mut vec![json!("servers"), json!({ "hostname": hostname })],
+        ),
         // Not from the settings (a cluster's node): nothing of it can be resolved.
         None => {
             crate::audit::redact(record);
@@ -94,14 +98,27 @@ fn replace(value: &mut Value, path: &mut Vec<Value>) -> bool {
 /// Nushell code that puts the secrets back into `$params` (and `$env.ORCH_PARAMS`, which
 /// the providers read when they get no context) from `$params.infra.settings_file`, read
 /// now. A step without references reads nothing.
-pub const RESOLVE_NU: &str = r#"def resolve-secrets [value: any, settings: record, file: string]: nothing -> any {
+pub const RESOLVE_NU: &str = r#"# The value at `path` in the settings; a `{hostname}` step picks that server of a list.
+def secret-at [settings: record, path: list]: nothing -> any {
+    $path | reduce --fold $settings {|key, acc|
+        if $acc == null {
+            null
+        } else if ($key | describe | str starts-with "record") {
+            $acc | where {|s| $s.hostname? == $key.hostname } | get -o 0
+        } else {
+            try { $acc | get ([$key] | into cell-path) } catch { null }
+        }
+    }
+}
+def resolve-secrets [value: any, settings: record, file: string]: nothing -> any {
     let type = ($value | describe --detailed | get type)
     if $type == "record" {
         if ($value | columns) == ["$secret"] {
             let path = ($value | get "$secret")
-            let found = (try { $settings | get ($path | into cell-path) } catch { null })
+            let found = (secret-at $settings $path)
             if $found == null {
-                error make {msg: $"the secret `($path | str join '.')` of the infra's settings is no longer in ($file)"}
+                let shown = ($path | each {|k| if ($k | describe | str starts-with "record") { $"[hostname=($k.hostname)]" } else { $"($k)" } } | str join '.')
+                error make {msg: $"the secret `($shown)` of the infra's settings is no longer in ($file)"}
             }
             return $found
         }
@@ -151,7 +168,7 @@ mod tests {
             ctx["infra"]["settings"]["provider_settings"]["upcloud"],
             json!({"zone": "de-fra1", "password": {"$secret": ["provider_settings", "upcloud", "password"]}})
         );
-        let server = json!({"$secret": ["servers", 1, "api_token"]});
+        let server = json!({"$secret": ["servers", {"hostname": "b"}, "api_token"]});
         assert_eq!(ctx["server"]["api_token"], server);
         assert_eq!(ctx["servers"][0]["api_token"], server);
         assert_eq!(ctx["node_servers"]["n"]["password"], "[redacted]");

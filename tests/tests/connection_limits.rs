@@ -641,3 +641,41 @@ fn thousands_of_mutated_frames_leave_the_daemon_answering() {
     assert!(answered > FRAMES / 2, "{answered}");
     assert_health_answers(&daemon);
 }
+
+/// A client that sends a request while a wait is under way ends its connection at once:
+/// the daemon stops the wait and reads nothing more, instead of taking the rest of that
+/// frame for the start of another (which left it reading a garbage length until the read
+/// timeout, then answering with a refusal).
+#[test]
+fn a_request_sent_during_a_wait_ends_the_connection_without_a_desync() {
+    let daemon = Daemon::start(&[]);
+    let submitted = daemon
+        .client()
+        .call(&Request::Submit {
+            tasks: vec![TaskSpec::command("sleep", vec!["30".into()])],
+        })
+        .unwrap();
+    let Response::Tasks { tasks, .. } = submitted else {
+        panic!("{submitted:?}")
+    };
+    let mut stream = raw_socket(&daemon);
+    handshake(&mut stream);
+    let wait = serde_json::json!({"request": "wait", "ids": [tasks[0].id]});
+    stream
+        .write_all(&frame(wait.to_string().as_bytes()))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    stream
+        .write_all(&frame(br#"{"request":"health"}"#))
+        .unwrap();
+    let (frames, took) = frames_until_closed(&mut stream);
+    assert!(
+        frames.is_empty(),
+        "nothing is answered after it: {frames:?}"
+    );
+    assert!(
+        took < Duration::from_secs(10),
+        "the connection ended only after {took:?}"
+    );
+    assert_health_answers(&daemon);
+}

@@ -56,6 +56,23 @@ impl Shim {
         }
     }
 
+    /// [`Shim::start`] whose workspace holds an infra `lab` of one local server `h1` with
+    /// redis (the HTTP tests' infra).
+    pub fn lab() -> Shim {
+        Shim::start(&[]).with_infra(
+            "lab",
+            "provider = \"local\"\n[[servers]]\nhostname = \"h1\"\ntaskservs = [\"redis\"]\n",
+        )
+    }
+
+    /// Writes `<workspace>/infra/<name>/settings.toml`.
+    pub fn with_infra(self, name: &str, settings_toml: &str) -> Shim {
+        let infra = self.daemon.dir().join("infra").join(name);
+        std::fs::create_dir_all(&infra).expect("the infra directory");
+        std::fs::write(infra.join("settings.toml"), settings_toml).expect("the settings file");
+        self
+    }
+
     /// The daemon's workspace (where it was started).
     pub fn workspace(&self) -> String {
         self.daemon.dir().display().to_string()

@@ -45,6 +45,11 @@ for line in sys.stdin:
         break
 "#;
 
+/// The hello a client sends first, with this protocol version.
+pub fn hello(client: &str) -> Value {
+    serde_json::json!({"protocol": orch_protocol::PROTOCOL_VERSION, "client": client})
+}
+
 /// Whether the tests run as root (switching to another uid needs it).
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.

@@ -227,7 +227,7 @@ fn slow_and_silent_clients_are_cut_after_their_timeouts() {
     stalled_body
         .set_read_timeout(Some(Duration::from_secs(20)))
         .unwrap();
-    let token = token(&daemon, "operator");
+    let token = orch_e2e::http::token(&daemon, "operator");
     write!(
         stalled_body,
         "POST /workflows/servers/create HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"infra\":"
@@ -246,22 +246,6 @@ fn slow_and_silent_clients_are_cut_after_their_timeouts() {
     );
 
     assert_health_answers(&daemon);
-}
-
-/// The token of `role` from the daemon's tokens.json.
-fn token(daemon: &Daemon, role: &str) -> String {
-    let file: Value = serde_json::from_str(
-        &std::fs::read_to_string(daemon.data_dir().join("tokens.json")).unwrap(),
-    )
-    .unwrap();
-    file["tokens"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["role"] == role)
-        .and_then(|t| t["token"].as_str())
-        .unwrap()
-        .to_string()
 }
 
 #[test]
@@ -367,7 +351,7 @@ fn waits_and_watch_streams_quiet_longer_than_the_idle_timeout_stay_open() {
         .args(["-sS", "-N", "--max-time", "5", "-H"])
         .arg(format!(
             "Authorization: Bearer {}",
-            token(&daemon, "viewer")
+            orch_e2e::http::token(&daemon, "viewer")
         ))
         .arg(format!("http://127.0.0.1:{port}/events"))
         .stdout(std::process::Stdio::piped())

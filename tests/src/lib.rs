@@ -7,7 +7,8 @@
 //!   user's), pointed at the daemon through `PROVISIONING_ORCHESTRATOR_SOCKET`.
 //! - [`http::Shim`]: a daemon serving HTTP, its tokens, requests through curl;
 //!   [`peer::socket_as`]: the socket as another uid; [`local_infra::LocalInfra`]: an infra
-//!   of local servers on the container engine, removed whatever happens.
+//!   of local servers on the container engine, removed whatever happens; [`raw`]: raw
+//!   frames on the socket and the daemon's memory.
 //!
 //! The binaries are taken from the same target directory as the test executable; the
 //! README's test command builds them first (`cargo build --workspace --bins`).
@@ -16,6 +17,7 @@ pub mod containers;
 pub mod http;
 pub mod local_infra;
 pub mod peer;
+pub mod raw;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

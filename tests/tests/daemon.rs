@@ -339,7 +339,11 @@ fn a_user_granted_a_role_may_do_what_the_role_allows_and_no_more() {
         .iter()
         .map(|frames| {
             let answer = &frames[0];
-            if answer["response"] == "health" { &answer["response"] } else { &answer["message"] }
+            if answer["response"] == "health" {
+                &answer["response"]
+            } else {
+                &answer["message"]
+            }
         })
         .collect();
     assert_eq!(

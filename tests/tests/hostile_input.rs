@@ -9,10 +9,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use orch_e2e::Daemon;
+use orch_e2e::containers::{API, Cleanup, curl, engine_socket};
 use orch_e2e::http::Shim;
 use orch_e2e::local_infra::unique_infra;
 use orch_e2e::peer;
-use orch_e2e::containers::{API, Cleanup, curl, engine_socket};
 use serde_json::{Value, json};
 
 /// The infra `lab` of these tests: one local server `h1`.
@@ -54,16 +54,9 @@ impl Api {
         (status, text)
     }
 
-    /// The daemon's peak resident memory so far, in KiB (VmHWM).
+    /// The daemon's peak resident memory so far, in KiB.
     fn peak_kib(&self) -> u64 {
-        let status =
-            std::fs::read_to_string(format!("/proc/{}/status", self.daemon().pid().unwrap()))
-                .unwrap();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmHWM in /proc/PID/status")
+        orch_e2e::raw::status_kib(self.daemon().pid().unwrap(), "VmHWM")
     }
 }
 

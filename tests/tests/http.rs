@@ -3,12 +3,13 @@
 //! server-sent events of a workflow in order, metrics, the OpenAPI document, the test
 //! environment endpoints, and a graceful stop with a stream open. The authentication matrix
 //! is in http_auth.rs, the schemathesis fuzz in http_fuzz.rs.
+//! (Over 400 lines: one test walks every endpoint in turn on one daemon.)
 
 use std::process::Command;
 
 use orch_e2e::Daemon;
-use orch_e2e::http::Shim;
 use orch_e2e::containers::{Cleanup, TestEnvSweeper, engine_socket};
+use orch_e2e::http::Shim;
 use serde_json::{Value, json};
 
 #[test]
@@ -143,10 +144,7 @@ fn every_endpoint_answers_with_json_and_the_right_status() {
                 "--max-time",
                 "2",
                 "-H",
-                &format!(
-                    "Authorization: Bearer {}",
-                    shim.token("viewer")
-                ),
+                &format!("Authorization: Bearer {}", shim.token("viewer")),
             ])
             .arg(format!(
                 "http://127.0.0.1:{}/events?since=0&workflow={id}",
@@ -309,10 +307,7 @@ fn every_endpoint_answers_with_json_and_the_right_status() {
             "-H",
             "Content-Type: application/json",
             "-H",
-            &format!(
-                "Authorization: Bearer {}",
-                shim.token("admin")
-            ),
+            &format!("Authorization: Bearer {}", shim.token("admin")),
             "-d",
             "{\"infra\":",
             &format!("http://127.0.0.1:{}/workflows/servers/create", shim.port),
@@ -397,10 +392,7 @@ fn an_open_event_stream_does_not_hold_up_a_graceful_stop() {
             "-s",
             "-N",
             "-H",
-            &format!(
-                "Authorization: Bearer {}",
-                shim.token("viewer")
-            ),
+            &format!("Authorization: Bearer {}", shim.token("viewer")),
         ])
         .arg(format!("http://127.0.0.1:{}/events", shim.port))
         .stdout(std::process::Stdio::null())

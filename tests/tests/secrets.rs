@@ -26,8 +26,16 @@ fn socket_reads_as(uid: u32, daemon: &Daemon, task: u64, workflow: u64) -> Strin
         json!({"request": "watch", "since": 0, "task": task}),
     ];
     let answers = peer::socket_as(uid, &daemon.socket(), &messages);
-    assert_eq!(answers.len(), messages.len(), "every request answered: {answers:?}");
-    answers.iter().flatten().map(|frame| format!("{frame}\n")).collect()
+    assert_eq!(
+        answers.len(),
+        messages.len(),
+        "every request answered: {answers:?}"
+    );
+    answers
+        .iter()
+        .flatten()
+        .map(|frame| format!("{frame}\n"))
+        .collect()
 }
 
 fn assert_no_secret(reader: &str, seen: &str) {
@@ -76,7 +84,12 @@ fn readers_below_admin_never_see_secret_params_or_env() {
             seen.push_str(&body);
         }
         // The event stream stays open: read what it replays for a few seconds.
-        let (_, events) = http.curl(Some(&*token), "GET", "/events?since=0", &["-N", "--max-time", "3"]);
+        let (_, events) = http.curl(
+            Some(&*token),
+            "GET",
+            "/events?since=0",
+            &["-N", "--max-time", "3"],
+        );
         assert!(events.contains("succeeded"), "{events}");
         seen.push_str(&events);
         assert_no_secret(&format!("the HTTP {role}"), &seen);
@@ -88,8 +101,14 @@ fn readers_below_admin_never_see_secret_params_or_env() {
     }
     // Admins (the socket's owner, the admin token) see what was submitted.
     let owner = socket_reads_as(0, daemon, task, workflow);
-    let (_, admin_task) = http.curl(Some(&*http.token("admin")), "GET", &format!("/tasks/{task}"), &[]);
-    let (_, admin_workflow) = http.curl(Some(&*http.token("admin")),
+    let (_, admin_task) = http.curl(
+        Some(&*http.token("admin")),
+        "GET",
+        &format!("/tasks/{task}"),
+        &[],
+    );
+    let (_, admin_workflow) = http.curl(
+        Some(&*http.token("admin")),
         "GET",
         &format!("/tasks/{workflow}"),
         &[],
@@ -171,7 +190,8 @@ fn tokens_are_listed_without_secrets_and_revoked_at_once_and_durably() {
         .as_str()
         .unwrap()
         .to_string();
-    let (status, refused) = http.call_json(&admin, "DELETE", &format!("/auth/tokens/{admin_id}"), None);
+    let (status, refused) =
+        http.call_json(&admin, "DELETE", &format!("/auth/tokens/{admin_id}"), None);
     assert_eq!(status, 409, "{refused}");
     assert!(
         refused["error"]["message"]

@@ -45,7 +45,12 @@ fn local_servers_get_redis_and_the_rollback_removes_them() {
     let rolled = nu.json(&format!(
         "orch workflow rollback {id} | ignore; orch watch --workflow {id} --all | last | ignore; orch workflow show {id} | select status rollback.step"
     ));
-    assert_eq!(rolled["status"], "rolled_back", "{rolled}\n{}", nu.task_logs());
+    assert_eq!(
+        rolled["status"],
+        "rolled_back",
+        "{rolled}\n{}",
+        nu.task_logs()
+    );
     let mut compensated: Vec<String> =
         serde_json::from_value(rolled["rollback.step"].clone()).unwrap();
     compensated.sort();
@@ -65,10 +70,10 @@ fn local_servers_get_redis_and_the_rollback_removes_them() {
     );
 }
 
-
 #[test]
 fn an_etcd_cluster_workflow_reaches_quorum_replicates_and_rolls_back() {
-    let Some(local) = LocalInfra::start("cl", "settings.yaml", "provider: local\nservers: []\n") else {
+    let Some(local) = LocalInfra::start("cl", "settings.yaml", "provider: local\nservers: []\n")
+    else {
         return;
     };
     let (daemon, infra) = (&local.daemon, &local.name);

@@ -334,6 +334,14 @@ impl Nu {
         .unwrap_or_else(|e| e)
     }
 
+    /// Rolls workflow `id` back, waits until it has settled, and returns it as
+    /// `orch workflow show` does.
+    pub fn roll_back(&self, id: &serde_json::Value) -> serde_json::Value {
+        self.json(&format!(
+            "orch workflow rollback {id} | ignore; orch watch --workflow {id} --all | last | ignore; orch workflow show {id}"
+        ))
+    }
+
     /// Runs a script whose last value is converted to JSON, and parses it.
     pub fn json(&self, script: &str) -> serde_json::Value {
         let stdout = self.run(&format!("{script} | to json --raw"));

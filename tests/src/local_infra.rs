@@ -62,4 +62,13 @@ impl LocalInfra {
     pub fn leftovers(&self) -> (Vec<String>, bool) {
         self.cleanup.leftovers()
     }
+
+    /// Fails unless the infra has no container and no network left.
+    pub fn assert_nothing_left(&self) {
+        let (containers, network) = self.leftovers();
+        assert!(
+            containers.is_empty() && !network,
+            "left: {containers:?}, network {network}"
+        );
+    }
 }

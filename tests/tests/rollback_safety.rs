@@ -124,15 +124,9 @@ fn a_rollback_keeps_the_servers_and_taskservs_another_workflow_created() {
 
     // A's own rollback still removes what A created.
     let id = &a["id"];
-    let rolled = nu.json(&format!(
-        "orch workflow rollback {id} | ignore; orch watch --workflow {id} --all | last | ignore; orch workflow show {id} | get status"
-    ));
-    assert_eq!(rolled, "rolled_back", "{}", nu.task_logs());
-    let (containers, network) = local.leftovers();
-    assert!(
-        containers.is_empty() && !network,
-        "left: {containers:?}, network {network}"
-    );
+    let rolled = nu.roll_back(id);
+    assert_eq!(rolled["status"], "rolled_back", "{}", nu.task_logs());
+    local.assert_nothing_left();
 }
 
 /// Waits (generously) until redis answers on a server.

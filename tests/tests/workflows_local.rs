@@ -42,17 +42,19 @@ fn local_servers_get_redis_and_the_rollback_removes_them() {
     ));
     assert_eq!(pong, json!(["PONG", "PONG"]));
     let id = &done["id"];
-    let rolled = nu.json(&format!(
-        "orch workflow rollback {id} | ignore; orch watch --workflow {id} --all | last | ignore; orch workflow show {id} | select status rollback.step"
-    ));
+    let rolled = nu.roll_back(id);
     assert_eq!(
         rolled["status"],
         "rolled_back",
         "{rolled}\n{}",
         nu.task_logs()
     );
-    let mut compensated: Vec<String> =
-        serde_json::from_value(rolled["rollback.step"].clone()).unwrap();
+    let mut compensated: Vec<&str> = rolled["rollback"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["step"].as_str().unwrap())
+        .collect();
     compensated.sort();
     assert_eq!(
         compensated,
@@ -63,11 +65,7 @@ fn local_servers_get_redis_and_the_rollback_removes_them() {
             "install:redis@web-02"
         ]
     );
-    let (containers, network) = local.leftovers();
-    assert!(
-        containers.is_empty() && !network,
-        "left: {containers:?}, network {network}"
-    );
+    local.assert_nothing_left();
 }
 
 #[test]
@@ -116,13 +114,7 @@ fn an_etcd_cluster_workflow_reaches_quorum_replicates_and_rolls_back() {
     );
     assert_eq!(local.leftovers().0.len(), 3);
     let id = &done["id"];
-    let rolled = nu.json(&format!(
-        "orch workflow rollback {id} | ignore; orch watch --workflow {id} --all | last | ignore; orch workflow show {id} | get status"
-    ));
-    assert_eq!(rolled, "rolled_back", "{}", nu.task_logs());
-    let (containers, network) = local.leftovers();
-    assert!(
-        containers.is_empty() && !network,
-        "left: {containers:?}, network {network}"
-    );
+    let rolled = nu.roll_back(id);
+    assert_eq!(rolled["status"], "rolled_back", "{}", nu.task_logs());
+    local.assert_nothing_left();
 }

@@ -8,86 +8,81 @@ use crate::aws::{Moto, aws_settings};
 use crate::common::{fake_ssh, nu_json, prelude, ssh_calls};
 use crate::upcloud::{Standin, UPCLOUD_BASIC, upcloud_settings};
 
+/// `server-exec` of both providers: options, key, user@address, the readiness probe, sh
+/// quoting, sudo for a user other than root, output, and a failure's exit code and output.
 #[test]
-fn upcloud_server_exec_builds_the_ssh_command() {
+fn server_exec_builds_the_ssh_command_of_both_providers() {
     let standin = Standin::start();
-    let (path, ssh_log) = fake_ssh(standin.dir());
-    let mut settings = upcloud_settings(&standin);
-    settings["wait_for_ssh"] = json!(true);
-    settings["ssh_key"] = json!("/keys/id_ed25519");
-    let script = prelude(
-        "upcloud",
-        settings,
-        json!({"hostname": "web-01", "infra": "demo"}),
-    ) + r#"
+    let moto = Moto::start();
+    let script = r#"
 let created = create-server $server $ctx
 let out = server-exec $server "printf '%s|' \"it's\" quoted; echo"
 let failure = try { server-exec $server "echo partial; echo broken >&2; exit 3"; "no error" } catch {|e| $e.msg }
 {created: $created, out: $out, failure: $failure}"#;
-    let mut env = UPCLOUD_BASIC.to_vec();
-    env.push(("PATH", &path));
-    let result = nu_json(standin.dir(), &script, &env);
-    assert_eq!(result["out"], "it's|quoted|\n");
-    let failure = result["failure"].as_str().unwrap();
-    assert!(failure.contains("exit code 3"), "{failure}");
-    assert!(
-        failure.contains("partial") && failure.contains("broken"),
-        "{failure}"
-    );
-    let address = result["created"]["address"].as_str().unwrap();
-    let calls = ssh_calls(&ssh_log);
-    assert_eq!(calls.len(), 3, "wait_for_ssh, then two commands: {calls:?}");
-    let target = format!("root@{address}");
-    for call in &calls {
-        for expected in [
-            "BatchMode=yes",
-            "StrictHostKeyChecking=accept-new",
-            "/keys/id_ed25519",
-            target.as_str(),
-        ] {
-            assert!(call.iter().any(|a| a == expected), "{expected} in {call:?}");
+    let cases = [
+        (
+            "upcloud",
+            "root",
+            "sh -c '",
+            standin.dir(),
+            upcloud_settings(&standin),
+            UPCLOUD_BASIC.to_vec(),
+        ),
+        (
+            "aws",
+            "ec2-user",
+            "sudo -n sh -c '",
+            moto.dir(),
+            aws_settings(&moto),
+            moto.user_env().to_vec(),
+        ),
+    ];
+    for (provider, user, remote, dir, mut settings, mut env) in cases {
+        let (path, ssh_log) = fake_ssh(dir);
+        settings["wait_for_ssh"] = json!(true);
+        settings["ssh_key"] = json!("/keys/id_ed25519");
+        let server = json!({"hostname": "web-01", "infra": "demo"});
+        env.push(("PATH", &path));
+        let result = nu_json(dir, &(prelude(provider, settings, server) + script), &env);
+        assert_eq!(result["out"], "it's|quoted|\n", "{provider}");
+        let failure = result["failure"].as_str().unwrap();
+        assert!(
+            failure.contains("exit code 3")
+                && failure.contains("partial")
+                && failure.contains("broken"),
+            "{provider}: {failure}"
+        );
+        let address = result["created"]["address"].as_str().unwrap();
+        let calls = ssh_calls(&ssh_log);
+        assert_eq!(
+            calls.len(),
+            3,
+            "{provider}: wait_for_ssh, then two commands: {calls:?}"
+        );
+        let target = format!("{user}@{address}");
+        for call in &calls {
+            for expected in [
+                "BatchMode=yes",
+                "StrictHostKeyChecking=accept-new",
+                "/keys/id_ed25519",
+                &target,
+            ] {
+                assert!(
+                    call.iter().any(|a| a == expected),
+                    "{provider}: {expected} in {call:?}"
+                );
+            }
         }
+        assert_eq!(
+            calls[0].last().unwrap(),
+            "true",
+            "{provider}: the readiness probe"
+        );
+        assert!(
+            calls[1].last().unwrap().starts_with(remote),
+            "{provider}: {calls:?}"
+        );
     }
-    assert_eq!(calls[0].last().unwrap(), "true", "the readiness probe");
-    assert!(calls[1].last().unwrap().starts_with("sh -c '"), "{calls:?}");
-}
-
-#[test]
-fn aws_server_exec_builds_the_ssh_command_with_sudo() {
-    let moto = Moto::start();
-    let (path, ssh_log) = fake_ssh(moto.dir());
-    let mut settings = aws_settings(&moto);
-    settings["wait_for_ssh"] = json!(true);
-    let script = prelude(
-        "aws",
-        settings,
-        json!({"hostname": "web-01", "infra": "demo"}),
-    ) + r#"
-let created = create-server $server $ctx
-let out = server-exec $server "echo one; echo two"
-let failure = try { server-exec $server "echo partial; exit 4"; "no error" } catch {|e| $e.msg }
-{created: $created, out: $out, failure: $failure}"#;
-    let mut env = moto.user_env().to_vec();
-    env.push(("PATH", &path));
-    let result = nu_json(moto.dir(), &script, &env);
-    assert_eq!(result["out"], "one\ntwo\n");
-    let failure = result["failure"].as_str().unwrap();
-    assert!(
-        failure.contains("exit code 4") && failure.contains("partial"),
-        "{failure}"
-    );
-    let address = result["created"]["address"].as_str().unwrap();
-    let calls = ssh_calls(&ssh_log);
-    assert_eq!(calls.len(), 3, "{calls:?}");
-    let target = format!("ec2-user@{address}");
-    for call in &calls {
-        assert!(call.contains(&target), "{target} in {call:?}");
-    }
-    assert_eq!(calls[0].last().unwrap(), "true", "the readiness probe");
-    assert_eq!(
-        calls[1].last().unwrap(),
-        "sudo -n sh -c 'echo one; echo two'"
-    );
 }
 
 /// Issue 9: an ssh user that could be read as an option is refused before ssh runs, and

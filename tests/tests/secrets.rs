@@ -79,13 +79,13 @@ fn readers_below_admin_never_see_secret_params_or_env() {
         let token = http.token(role);
         let mut seen = String::new();
         for path in &reads {
-            let (status, body) = http.curl(Some(&*token), "GET", path, &[]);
+            let (status, body) = http.curl(Some(token), "GET", path, &[]);
             assert_eq!(status, 200, "{role} GET {path}: {body}");
             seen.push_str(&body);
         }
         // The event stream stays open: read what it replays for a few seconds.
         let (_, events) = http.curl(
-            Some(&*token),
+            Some(token),
             "GET",
             "/events?since=0",
             &["-N", "--max-time", "3"],
@@ -102,13 +102,13 @@ fn readers_below_admin_never_see_secret_params_or_env() {
     // Admins (the socket's owner, the admin token) see what was submitted.
     let owner = socket_reads_as(0, daemon, task, workflow);
     let (_, admin_task) = http.curl(
-        Some(&*http.token("admin")),
+        Some(http.token("admin")),
         "GET",
         &format!("/tasks/{task}"),
         &[],
     );
     let (_, admin_workflow) = http.curl(
-        Some(&*http.token("admin")),
+        Some(http.token("admin")),
         "GET",
         &format!("/tasks/{workflow}"),
         &[],
@@ -146,7 +146,7 @@ fn tokens_are_listed_without_secrets_and_revoked_at_once_and_durably() {
     assert_eq!(status, 200, "{listed}");
     for role in ["admin", "operator", "viewer"] {
         assert!(
-            !listed.contains(&http.token(role)),
+            !listed.contains(http.token(role)),
             "a secret is listed: {listed}"
         );
     }

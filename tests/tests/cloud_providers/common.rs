@@ -36,6 +36,23 @@ delete-server $server $ctx
 delete-server $server $ctx
 {first: $first, second: $second, status: $status, after_delete: (server-status $server)}";
 
+/// What [`LIFE_CYCLE`] must return for web-01: the second create gives the same server,
+/// which is in `state`, and after the deletes it is missing.
+pub fn assert_life_cycle(result: &Value, state: &str) {
+    assert_eq!(
+        result["second"], result["first"],
+        "the second create returns the same"
+    );
+    assert_eq!(
+        result["status"],
+        json!({"hostname": "web-01", "exists": true, "state": state})
+    );
+    assert_eq!(
+        result["after_delete"],
+        json!({"hostname": "web-01", "exists": false, "state": "missing"})
+    );
+}
+
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()

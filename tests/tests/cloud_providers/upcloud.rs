@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::common::{Helper, LIFE_CYCLE, base64, nu_error, nu_json, prelude};
+use crate::common::{Helper, LIFE_CYCLE, assert_life_cycle, base64, nu_error, nu_json, prelude};
 
 pub const UPCLOUD_USERNAME: &str = "standin-api";
 pub const UPCLOUD_PASSWORD: &str = "standin-secret";
@@ -182,18 +182,7 @@ fn upcloud_create_is_idempotent_then_status_and_delete() {
     let id = first["id"].as_str().expect("an id").to_string();
     let address = first["address"].as_str().expect("an address");
     assert!(address.starts_with("94.237."), "public IPv4: {address}");
-    assert_eq!(
-        result["second"], *first,
-        "the second create returns the same"
-    );
-    assert_eq!(
-        result["status"],
-        json!({"hostname": "web-01", "exists": true, "state": "started"})
-    );
-    assert_eq!(
-        result["after_delete"],
-        json!({"hostname": "web-01", "exists": false, "state": "missing"})
-    );
+    assert_life_cycle(&result, "started");
 
     let requests = standin.requests();
     let basic = format!(

@@ -19,6 +19,17 @@ if ! command -v st >/dev/null 2>&1; then
   if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi
   command -v st >/dev/null || { echo "schemathesis installed but \`st\` is not on PATH" >&2; exit 1; }
 fi
+# The aws provider is tested through the aws CLI (Debian's awscli) against moto's EC2
+# emulator in server mode (moto[server] from PyPI).
+if ! command -v aws >/dev/null 2>&1; then
+  apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq awscli >&2
+fi
+if ! python3 -c 'import moto.server, boto3' 2>/dev/null; then
+  python3 -m pip install --quiet 'moto[server]' 2>/dev/null ||
+    python3 -m pip install --quiet --break-system-packages 'moto[server]'
+  python3 -c 'import moto.server, boto3' || { echo "moto[server] installed but not importable" >&2; exit 1; }
+fi
 # The end-to-end tests run the binaries from the same target directory.
 cargo build --workspace --bins
 log=$(mktemp)

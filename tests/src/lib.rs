@@ -5,11 +5,19 @@
 //!   kills it (and removes everything) when dropped, even when the test fails.
 //! - [`Nu`] runs `nu` with the plugin added to a temporary plugin registry (never the
 //!   user's), pointed at the daemon through `PROVISIONING_ORCHESTRATOR_SOCKET`.
+//! - [`http::Shim`]: a daemon serving HTTP, its tokens, requests through curl;
+//!   [`peer::socket_as`]: the socket as another uid; [`local_infra::LocalInfra`]: an infra
+//!   of local servers on the container engine, removed whatever happens; [`raw`]: raw
+//!   frames on the socket and the daemon's memory.
 //!
 //! The binaries are taken from the same target directory as the test executable; the
 //! README's test command builds them first (`cargo build --workspace --bins`).
 
 pub mod containers;
+pub mod http;
+pub mod local_infra;
+pub mod peer;
+pub mod raw;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -316,6 +324,22 @@ impl Nu {
         } else {
             Err(String::from_utf8_lossy(&out.stderr).into_owned())
         }
+    }
+
+    /// Every task's status and log, to explain a failed assertion.
+    pub fn task_logs(&self) -> String {
+        self.try_run(
+            "orch tasks | each {|t| $'--- task ($t.id) ($t.status)\n(orch logs $t.id)' } | str join",
+        )
+        .unwrap_or_else(|e| e)
+    }
+
+    /// Rolls workflow `id` back, waits until it has settled, and returns it as
+    /// `orch workflow show` does.
+    pub fn roll_back(&self, id: &serde_json::Value) -> serde_json::Value {
+        self.json(&format!(
+            "orch workflow rollback {id} | ignore; orch watch --workflow {id} --all | last | ignore; orch workflow show {id}"
+        ))
     }
 
     /// Runs a script whose last value is converted to JSON, and parses it.

@@ -30,19 +30,7 @@ fn entry(daemon: &Daemon, seq: u64) -> Vec<u8> {
 
 /// `GET /audit/verify` with the daemon's admin token.
 fn http_verify(daemon: &Daemon, port: &str) -> serde_json::Value {
-    let tokens: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(daemon.data_dir().join("tokens.json")).unwrap(),
-    )
-    .unwrap();
-    let admin = tokens["tokens"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["role"] == "admin")
-        .unwrap()["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let admin = orch_e2e::http::token(daemon, "admin");
     let out = std::process::Command::new("curl")
         .args(["-s", "-H", &format!("Authorization: Bearer {admin}")])
         .arg(format!("http://127.0.0.1:{port}/audit/verify"))

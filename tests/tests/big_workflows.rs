@@ -25,19 +25,7 @@ fn big_workflow() -> String {
 
 /// `GET path` with the viewer token; the body as JSON.
 fn get(daemon: &Daemon, port: u16, path: &str) -> Value {
-    let tokens: Value = serde_json::from_str(
-        &std::fs::read_to_string(daemon.data_dir().join("tokens.json")).unwrap(),
-    )
-    .unwrap();
-    let token = tokens["tokens"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["role"] == "viewer")
-        .unwrap()["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let token = orch_e2e::http::token(daemon, "viewer");
     let out = Command::new("curl")
         .args(["-s", "--fail-with-body", "--max-time", "60", "-H"])
         .arg(format!("Authorization: Bearer {token}"))

@@ -7,7 +7,7 @@ use std::os::unix::net::UnixStream;
 use std::process::Command;
 use std::time::Duration;
 
-use orch_e2e::{Daemon, Nu, Sweeper, binary};
+use orch_e2e::{Daemon, Nu, Sweeper, binary, peer};
 use orch_protocol::frame::{FrameReader, encode};
 use orch_protocol::{Hello, PROTOCOL_VERSION, Request, Response};
 
@@ -270,8 +270,7 @@ fn out_of_range_settings_are_refused_by_field() {
 
 #[test]
 fn another_user_is_refused_even_when_the_socket_is_opened_up() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !peer::is_root() {
         eprintln!("skipped: switching to another uid needs root");
         return;
     }
@@ -279,39 +278,15 @@ fn another_user_is_refused_even_when_the_socket_is_opened_up() {
     // Loosen the file permissions so only the daemon's peer-uid check stands in the way.
     std::fs::set_permissions(daemon.dir(), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(daemon.socket(), std::fs::Permissions::from_mode(0o666)).unwrap();
-    let client = r#"
-import json, socket, struct, sys
-s = socket.socket(socket.AF_UNIX)
-s.connect(sys.argv[1])
-body = json.dumps({"protocol": 1, "client": "intruder"}).encode()
-try:
-    s.sendall(struct.pack(">I", len(body)) + body)
-except BrokenPipeError:
-    pass  # refused before the hello was read; the answer is still there
-
-n = struct.unpack(">I", s.recv(4))[0]
-data = b""
-while len(data) < n:
-    data += s.recv(n - len(data))
-print(json.loads(data)["message"])
-"#;
-    let out = Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "/usr/bin/python3",
-            "-c",
-            client,
-        ])
-        .arg(daemon.socket())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let answers = peer::socket_as(
+        65534,
+        &daemon.socket(),
+        &[serde_json::json!({"protocol": 1, "client": "intruder"})],
+    );
+    let message = answers[0][0]["message"].as_str().unwrap_or_default();
     assert!(
-        stdout.contains("permission denied: uid 65534 is not the daemon's owner"),
-        "stdout: {stdout}\nstderr: {}",
-        String::from_utf8_lossy(&out.stderr)
+        message.contains("permission denied: uid 65534 is not the daemon's owner"),
+        "{answers:?}"
     );
 }
 
@@ -339,8 +314,7 @@ fn task_lists_larger_than_a_frame_arrive_in_parts() {
 
 #[test]
 fn a_user_granted_a_role_may_do_what_the_role_allows_and_no_more() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !peer::is_root() {
         eprintln!("skipped: switching to another uid needs root");
         return;
     }
@@ -352,46 +326,35 @@ fn a_user_granted_a_role_may_do_what_the_role_allows_and_no_more() {
         .mode()
         & 0o777;
     assert_eq!(mode, 0o666, "a granted user must be able to connect");
-    let client = r#"
-import json, socket, struct, sys
-s = socket.socket(socket.AF_UNIX)
-s.connect(sys.argv[1])
-def call(message):
-    body = json.dumps(message).encode()
-    s.sendall(struct.pack(">I", len(body)) + body)
-    n = struct.unpack(">I", s.recv(4))[0]
-    data = b""
-    while len(data) < n:
-        data += s.recv(n - len(data))
-    return json.loads(data)
-call({"protocol": 3, "client": "viewer"})
-print(call({"request": "health"})["response"])
-print(call({"request": "submit", "tasks": [{"kind": {"type": "command", "program": "true"}}]})["message"])
-print(call({"request": "audit_verify"})["message"])
-"#;
-    let out = Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "/usr/bin/python3",
-            "-c",
-            client,
-        ])
-        .arg(daemon.socket())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let lines: Vec<&str> = stdout.lines().collect();
+    let answers = peer::socket_as(
+        65534,
+        &daemon.socket(),
+        &[
+            peer::hello("viewer"),
+            serde_json::json!({"request": "health"}),
+            serde_json::json!({"request": "submit", "tasks": [{"kind": {"type": "command", "program": "true"}}]}),
+            serde_json::json!({"request": "audit_verify"}),
+        ],
+    );
+    let seen: Vec<&serde_json::Value> = answers[1..]
+        .iter()
+        .map(|frames| {
+            let answer = &frames[0];
+            if answer["response"] == "health" {
+                &answer["response"]
+            } else {
+                &answer["message"]
+            }
+        })
+        .collect();
     assert_eq!(
-        lines,
+        seen,
         [
             "health",
             "permission denied: uid 65534 has the role viewer; this request needs operator",
             "permission denied: uid 65534 has the role viewer; this request needs admin",
         ],
-        "stderr: {}",
-        String::from_utf8_lossy(&out.stderr)
+        "{answers:?}"
     );
     assert_eq!(
         daemon.nu().json("orch tasks | length"),

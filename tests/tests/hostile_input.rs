@@ -6,80 +6,38 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use orch_e2e::Daemon;
 use orch_e2e::containers::{API, Cleanup, curl, engine_socket};
+use orch_e2e::http::Shim;
+use orch_e2e::local_infra::unique_infra;
+use orch_e2e::peer;
 use serde_json::{Value, json};
 
+/// The infra `lab` of these tests: one local server `h1`.
+const LAB: &str = "provider = \"local\"\n[[servers]]\nhostname = \"h1\"\n";
+
 /// A daemon serving HTTP on a free port; its workspace is its directory (where the
-/// harness starts it), with an infra `lab` of one local server `h1`.
-struct Api {
-    daemon: Daemon,
-    port: u16,
-    tokens: serde_json::Map<String, Value>,
-}
+/// harness starts it), with the infra `lab`.
+struct Api(Shim);
 
 impl Api {
     fn start() -> Api {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let daemon = Daemon::start(&["--port", &port.to_string()]);
-        write_lab(daemon.dir());
-        let file: Value = serde_json::from_str(
-            &std::fs::read_to_string(daemon.data_dir().join("tokens.json")).unwrap(),
-        )
-        .unwrap();
-        let tokens = file["tokens"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| (t["role"].as_str().unwrap().to_string(), t["token"].clone()))
-            .collect();
-        Api {
-            daemon,
-            port,
-            tokens,
-        }
+        Api(Shim::start(&[]).with_infra("lab", LAB))
     }
 
     fn token(&self, role: &str) -> &str {
-        self.tokens[role].as_str().unwrap()
+        self.0.token(role)
     }
 
-    /// `curl` as `role` with a JSON body (from a file, so it may be megabytes): (status,
-    /// body as JSON).
+    /// A request as `role` with a JSON body: (status, body as JSON).
     fn call(&self, role: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
-        let mut command = Command::new("curl");
-        command.args([
-            "-s",
-            "--max-time",
-            "120",
-            "-X",
-            method,
-            "-w",
-            "\n%{http_code}",
-        ]);
-        command.args(["-H", &format!("Authorization: Bearer {}", self.token(role))]);
-        if let Some(body) = body {
-            let file = self.daemon.dir().join("body.json");
-            std::fs::write(&file, body.to_string()).unwrap();
-            command.args(["-H", "Content-Type: application/json", "--data-binary"]);
-            command.arg(format!("@{}", file.display()));
-        }
-        let out = command
-            .arg(format!("http://127.0.0.1:{}{path}", self.port))
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let (body, status) = text.rsplit_once('\n').unwrap();
-        (
-            status.parse().unwrap(),
-            serde_json::from_str(body).unwrap_or(Value::String(body.to_string())),
-        )
+        self.0.call_json(role, method, path, body)
+    }
+
+    fn daemon(&self) -> &Daemon {
+        &self.0.daemon
     }
 
     /// Submits a cluster workflow as the operator; (status, error message or body).
@@ -96,34 +54,23 @@ impl Api {
         (status, text)
     }
 
-    /// The daemon's peak resident memory so far, in KiB (VmHWM).
+    /// The daemon's peak resident memory so far, in KiB.
     fn peak_kib(&self) -> u64 {
-        let status =
-            std::fs::read_to_string(format!("/proc/{}/status", self.daemon.pid().unwrap()))
-                .unwrap();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmHWM in /proc/PID/status")
+        orch_e2e::raw::status_kib(self.daemon().pid().unwrap(), "VmHWM")
     }
 }
 
-/// `<dir>/infra/lab/settings.toml`: one local server `h1`.
+/// `<dir>/infra/lab/settings.toml`: [`LAB`].
 fn write_lab(dir: &Path) {
     let infra = dir.join("infra/lab");
     std::fs::create_dir_all(&infra).unwrap();
-    std::fs::write(
-        infra.join("settings.toml"),
-        "provider = \"local\"\n[[servers]]\nhostname = \"h1\"\n",
-    )
-    .unwrap();
+    std::fs::write(infra.join("settings.toml"), LAB).unwrap();
 }
 
 #[test]
 fn an_operator_cannot_make_the_daemon_read_files_outside_its_workspace() {
     let api = Api::start();
-    let data = api.daemon.data_dir();
+    let data = api.daemon().data_dir();
     let admin = api.token("admin").to_string();
     // The issue's reproduction, verbatim.
     let (status, message) = api.cluster(json!({"infra": data, "settings": "tokens.json",
@@ -135,7 +82,7 @@ fn an_operator_cannot_make_the_daemon_read_files_outside_its_workspace() {
     );
     // The data dir inside the workspace is no infra; a symlink out of the workspace and a
     // missing infra get the same message.
-    std::os::unix::fs::symlink(&data, api.daemon.dir().join("infra/evil")).unwrap();
+    std::os::unix::fs::symlink(&data, api.daemon().dir().join("infra/evil")).unwrap();
     let unknown = |name: &str| {
         let (status, message) = api.cluster(json!({"infra": name, "settings": "tokens.json",
             "cluster": "etcd-cluster", "provider": "local"}));
@@ -147,7 +94,7 @@ fn an_operator_cannot_make_the_daemon_read_files_outside_its_workspace() {
     assert_eq!(unknown("data"), missing);
     assert_eq!(unknown("evil"), missing);
     // Settings: plain file names in the infra directory only; a link out reads as missing.
-    let lab = api.daemon.dir().join("infra/lab");
+    let lab = api.daemon().dir().join("infra/lab");
     std::os::unix::fs::symlink(data.join("tokens.json"), lab.join("leak.json")).unwrap();
     for settings in [
         "../../data/tokens.json".to_string(),
@@ -179,7 +126,7 @@ fn an_operator_cannot_make_the_daemon_read_files_outside_its_workspace() {
         "POST",
         "/workflows/servers/create",
         Some(
-            &json!({"infra": "lab", "workspace": api.daemon.dir(), "settings": "./settings.toml",
+            &json!({"infra": "lab", "workspace": api.daemon().dir(), "settings": "./settings.toml",
                      "check_mode": true}),
         ),
     );
@@ -192,52 +139,20 @@ fn an_operator_cannot_make_the_daemon_read_files_outside_its_workspace() {
     assert!(!task.to_string().contains(&admin), "{task}");
 }
 
-/// A raw protocol client run as uid 65534 (granted `operator`): each request's answer.
+/// The answers to `requests` sent to the socket as uid 65534 (granted `operator`).
 fn as_granted_user(socket: &Path, requests: &[Value]) -> Vec<Value> {
-    let client = r#"
-import json, socket, struct, sys
-s = socket.socket(socket.AF_UNIX)
-s.connect(sys.argv[1])
-def call(message):
-    body = json.dumps(message).encode()
-    s.sendall(struct.pack(">I", len(body)) + body)
-    n = struct.unpack(">I", s.recv(4))[0]
-    data = b""
-    while len(data) < n:
-        data += s.recv(n - len(data))
-    return json.loads(data)
-call({"protocol": 3, "client": "granted"})
-for line in sys.stdin:
-    print(json.dumps(call(json.loads(line))))
-"#;
-    let mut child = Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "/usr/bin/python3",
-            "-c",
-            client,
-        ])
-        .arg(socket)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let input: String = requests.iter().map(|r| format!("{r}\n")).collect();
-    std::io::Write::write_all(child.stdin.as_mut().unwrap(), input.as_bytes()).unwrap();
-    drop(child.stdin.take());
-    let out = child.wait_with_output().unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
+    let mut messages = vec![peer::hello("granted")];
+    messages.extend_from_slice(requests);
+    peer::socket_as(65534, socket, &messages)
+        .into_iter()
+        .skip(1)
+        .map(|frames| frames[0].clone())
         .collect()
 }
 
 #[test]
 fn on_the_socket_only_the_owner_may_choose_the_workspace() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !peer::is_root() {
         eprintln!("skipped: switching to another uid needs root");
         return;
     }
@@ -347,15 +262,6 @@ fn a_request_of_half_a_million_duplicate_servers_is_refused_quickly_and_small() 
     assert_eq!(tasks, json!([]));
 }
 
-/// An infra name no other test uses.
-fn unique_infra() -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!("t-hostile-{:05x}", (nanos ^ std::process::id()) & 0xfffff)
-}
-
 /// Whether the container exists.
 fn exists(socket: &Path, name: &str) -> bool {
     curl(socket, &[&format!("{API}/containers/{name}/json")]).0 == 200
@@ -367,7 +273,7 @@ fn a_hostname_cannot_reach_another_container_through_the_engine_api() {
         eprintln!("skipped: no container engine");
         return;
     };
-    let infra = unique_infra();
+    let infra = unique_infra("t-hostile");
     let _cleanup = Cleanup {
         socket: socket.clone(),
         infra: infra.clone(),

@@ -4,19 +4,10 @@
 //! servers and the same taskserv and then fails, rolls back and removes only what B itself
 //! created.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
-use orch_e2e::containers::{API, Cleanup, candidate_sockets, curl, engine_socket};
-use orch_e2e::{Daemon, Nu};
+use orch_e2e::Nu;
+use orch_e2e::containers::{API, curl};
+use orch_e2e::local_infra::LocalInfra;
 use serde_json::{Value, json};
-
-/// The logs of every task, to explain a failure.
-fn logs(nu: &Nu) -> String {
-    nu.try_run(
-        "orch tasks | each {|t| $'--- task ($t.id) ($t.status)\n(orch logs $t.id)' } | str join",
-    )
-    .unwrap_or_else(|e| e)
-}
 
 /// A shell command's output on a server of `infra`, through the provider.
 fn on(nu: &Nu, infra: &str, host: &str, command: &str) -> String {
@@ -49,46 +40,30 @@ fn redis_owner(nu: &Nu, infra: &str, host: &str) -> String {
 
 #[test]
 fn a_rollback_keeps_the_servers_and_taskservs_another_workflow_created() {
-    let Some(socket) = engine_socket() else {
-        eprintln!(
-            "skipped: no container engine (DOCKER_HOST is unset and none of {:?} answers)",
-            candidate_sockets()
-        );
+    let Some(local) = LocalInfra::start(
+        "rb",
+        "settings.toml",
+        "provider = \"local\"\n\n[[servers]]\nhostname = \"web-01\"\ntaskservs = [\"redis\"]\n\n[[servers]]\nhostname = \"web-02\"\n\n[[servers]]\nhostname = \"web-03\"\n",
+    ) else {
         return;
     };
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    let infra = format!("rb-{:05x}", (nanos ^ std::process::id()) & 0xfffff);
-    let cleanup = Cleanup {
-        socket: socket.clone(),
-        infra: infra.clone(),
-    };
-    let daemon = Daemon::start(&[]);
-    let dir = daemon.dir().join("infra").join(&infra);
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("settings.toml"),
-        "provider = \"local\"\n\n[[servers]]\nhostname = \"web-01\"\ntaskservs = [\"redis\"]\n\n[[servers]]\nhostname = \"web-02\"\n\n[[servers]]\nhostname = \"web-03\"\n",
-    )
-    .unwrap();
+    let (daemon, infra, socket) = (&local.daemon, &local.name, &local.socket);
     let nu = daemon.nu();
 
     // A: web-01 (with redis) and web-02.
     let a = nu.json(&format!(
         "orch workflow submit servers web-01 web-02 --infra {infra} --wait | select id status"
     ));
-    assert_eq!(a["status"], "succeeded", "{a}\n{}", logs(&nu));
-    assert_eq!(ping(&nu, &infra, "web-01"), "PONG");
+    assert_eq!(a["status"], "succeeded", "{a}\n{}", nu.task_logs());
+    assert_eq!(ping(&nu, infra, "web-01"), "PONG");
     // Redis started by hand on web-02, outside any workflow.
     on(
         &nu,
-        &infra,
+        infra,
         "web-02",
         "redis-server --daemonize yes --port 6379 >/dev/null",
     );
-    eventually_pong(&nu, &infra, "web-02");
+    eventually_pong(&nu, infra, "web-02");
 
     // B: creates web-02 (there already) and web-03, installs redis on web-01 (A's),
     // web-02 (found running) and web-03, then fails: its rollback runs.
@@ -101,7 +76,7 @@ fn a_rollback_keeps_the_servers_and_taskservs_another_workflow_created() {
     let done = nu.json(&format!(
         "'{b}' | from json | orch workflow submit batch --infra {infra} --wait | select id status rollback"
     ));
-    assert_eq!(done["status"], "rolled_back", "{done}\n{}", logs(&nu));
+    assert_eq!(done["status"], "rolled_back", "{done}\n{}", nu.task_logs());
     let mut compensated: Vec<String> = done["rollback"]
         .as_array()
         .unwrap()
@@ -112,23 +87,23 @@ fn a_rollback_keeps_the_servers_and_taskservs_another_workflow_created() {
     assert_eq!(compensated, ["cache", "servers"], "{done}");
 
     // What A created is still there, redis on web-01 included; what B created is gone.
-    let (mut containers, network) = cleanup.leftovers();
+    let (mut containers, network) = local.leftovers();
     containers.sort();
     assert_eq!(
         containers,
         [format!("{infra}-web-01"), format!("{infra}-web-02")],
         "{}",
-        logs(&nu)
+        nu.task_logs()
     );
     assert!(network, "the network A created is kept");
-    assert_eq!(ping(&nu, &infra, "web-01"), "PONG", "{}", logs(&nu));
-    assert_eq!(ping(&nu, &infra, "web-02"), "PONG", "{}", logs(&nu));
+    assert_eq!(ping(&nu, infra, "web-01"), "PONG", "{}", nu.task_logs());
+    assert_eq!(ping(&nu, infra, "web-02"), "PONG", "{}", nu.task_logs());
     assert_eq!(
-        redis_owner(&nu, &infra, "web-01"),
+        redis_owner(&nu, infra, "web-01"),
         format!("{}/install:redis@web-01", a["id"])
     );
-    assert_eq!(redis_owner(&nu, &infra, "web-02"), "preexisting");
-    let (_, inspect) = curl(&socket, &[&format!("{API}/containers/{infra}-web-02/json")]);
+    assert_eq!(redis_owner(&nu, infra, "web-02"), "preexisting");
+    let (_, inspect) = curl(socket, &[&format!("{API}/containers/{infra}-web-02/json")]);
     let inspect: Value = serde_json::from_str(&inspect).unwrap();
     assert_eq!(
         inspect["Config"]["Labels"]["provisioning.created-by"],
@@ -149,15 +124,9 @@ fn a_rollback_keeps_the_servers_and_taskservs_another_workflow_created() {
 
     // A's own rollback still removes what A created.
     let id = &a["id"];
-    let rolled = nu.json(&format!(
-        "orch workflow rollback {id} | ignore; orch watch --workflow {id} --all | last | ignore; orch workflow show {id} | get status"
-    ));
-    assert_eq!(rolled, "rolled_back", "{}", logs(&nu));
-    let (containers, network) = cleanup.leftovers();
-    assert!(
-        containers.is_empty() && !network,
-        "left: {containers:?}, network {network}"
-    );
+    let rolled = nu.roll_back(id);
+    assert_eq!(rolled["status"], "rolled_back", "{}", nu.task_logs());
+    local.assert_nothing_left();
 }
 
 /// Waits (generously) until redis answers on a server.

@@ -4,139 +4,38 @@
 //! revoked at once, durably, with the last admin token kept.
 
 use std::os::unix::fs::PermissionsExt;
-use std::process::Command;
 
 use orch_e2e::Daemon;
+use orch_e2e::http::Shim;
+use orch_e2e::peer;
 use serde_json::{Value, json};
 
 /// The values a reader below admin must never see.
 const SECRETS: [&str; 3] = ["s3cret-param", "s3cret-env", "s3cret-wf"];
 
-/// A daemon serving HTTP, with the tokens of its `tokens.json` by role.
-struct Http {
-    daemon: Daemon,
-    port: u16,
-}
-
-impl Http {
-    fn start(extra: &[&str]) -> Http {
-        let port = orch_e2e::free_port();
-        let port_arg = port.to_string();
-        let mut args = vec!["--port", port_arg.as_str()];
-        args.extend_from_slice(extra);
-        Http {
-            daemon: Daemon::start(&args),
-            port,
-        }
-    }
-
-    /// The secret of the first token with `role` in tokens.json.
-    fn token(&self, role: &str) -> String {
-        let file: Value = serde_json::from_str(
-            &std::fs::read_to_string(self.daemon.data_dir().join("tokens.json")).unwrap(),
-        )
-        .unwrap();
-        file["tokens"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|t| t["role"] == role)
-            .map(|t| t["token"].as_str().unwrap().to_string())
-            .unwrap()
-    }
-
-    /// `curl` with `token`; (status, body). `extra` adds curl options.
-    fn call(&self, token: &str, method: &str, path: &str, extra: &[&str]) -> (u16, String) {
-        let out = Command::new("curl")
-            .args([
-                "-s",
-                "--max-time",
-                "60",
-                "-X",
-                method,
-                "-w",
-                "\n%{http_code}",
-            ])
-            .args(["-H", &format!("Authorization: Bearer {token}")])
-            .args(extra)
-            .arg(format!("http://127.0.0.1:{}{path}", self.port))
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let (body, status) = text.rsplit_once('\n').unwrap();
-        (status.parse().unwrap_or(0), body.to_string())
-    }
-
-    fn json(&self, token: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-        let data = body.map(|b| b.to_string());
-        let mut extra = Vec::new();
-        if let Some(data) = &data {
-            extra.extend(["-H", "Content-Type: application/json", "-d", data.as_str()]);
-        }
-        let (status, text) = self.call(token, method, path, &extra);
-        (
-            status,
-            serde_json::from_str(&text).unwrap_or(Value::String(text)),
-        )
-    }
-}
-
-/// Every socket read a client can make, as uid `uid` through the raw protocol (python),
-/// printed one answer per line.
+/// Every socket read a client can make, as uid `uid` through the raw protocol, one
+/// answer (frame) per line.
 fn socket_reads_as(uid: u32, daemon: &Daemon, task: u64, workflow: u64) -> String {
-    let client = r#"
-import json, socket, struct, sys
-s = socket.socket(socket.AF_UNIX)
-s.connect(sys.argv[1])
-task, workflow = int(sys.argv[2]), int(sys.argv[3])
-def send(message):
-    body = json.dumps(message).encode()
-    s.sendall(struct.pack(">I", len(body)) + body)
-def recv():
-    n = struct.unpack(">I", s.recv(4))[0]
-    data = b""
-    while len(data) < n:
-        data += s.recv(n - len(data))
-    return json.loads(data)
-def call(message):
-    send(message)
-    answer = recv()
-    print(json.dumps(answer))
-    return answer
-def stream(message):
-    send(message)
-    while True:
-        answer = recv()
-        print(json.dumps(answer))
-        if answer["response"] in ("stream_end", "error"):
-            return
-call({"protocol": 3, "client": "reader"})
-call({"request": "get", "id": task})
-call({"request": "list"})
-call({"request": "wait", "ids": [task]})
-call({"request": "workflows"})
-call({"request": "workflow", "id": workflow})
-stream({"request": "watch", "since": 0, "task": task})
-"#;
-    let out = Command::new("setpriv")
-        .args([
-            &format!("--reuid={uid}"),
-            &format!("--regid={uid}"),
-            "--clear-groups",
-            "/usr/bin/python3",
-            "-c",
-            client,
-        ])
-        .arg(daemon.socket())
-        .args([task.to_string(), workflow.to_string()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "the reader as uid {uid} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let messages = [
+        peer::hello("reader"),
+        json!({"request": "get", "id": task}),
+        json!({"request": "list"}),
+        json!({"request": "wait", "ids": [task]}),
+        json!({"request": "workflows"}),
+        json!({"request": "workflow", "id": workflow}),
+        json!({"request": "watch", "since": 0, "task": task}),
+    ];
+    let answers = peer::socket_as(uid, &daemon.socket(), &messages);
+    assert_eq!(
+        answers.len(),
+        messages.len(),
+        "every request answered: {answers:?}"
     );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    answers
+        .iter()
+        .flatten()
+        .map(|frame| format!("{frame}\n"))
+        .collect()
 }
 
 fn assert_no_secret(reader: &str, seen: &str) {
@@ -151,7 +50,7 @@ fn assert_no_secret(reader: &str, seen: &str) {
 
 #[test]
 fn readers_below_admin_never_see_secret_params_or_env() {
-    let http = Http::start(&[
+    let http = Shim::start(&[
         "--allow-user",
         "65534:viewer",
         "--allow-user",
@@ -180,12 +79,17 @@ fn readers_below_admin_never_see_secret_params_or_env() {
         let token = http.token(role);
         let mut seen = String::new();
         for path in &reads {
-            let (status, body) = http.call(&token, "GET", path, &[]);
+            let (status, body) = http.curl(Some(token), "GET", path, &[]);
             assert_eq!(status, 200, "{role} GET {path}: {body}");
             seen.push_str(&body);
         }
         // The event stream stays open: read what it replays for a few seconds.
-        let (_, events) = http.call(&token, "GET", "/events?since=0", &["-N", "--max-time", "3"]);
+        let (_, events) = http.curl(
+            Some(token),
+            "GET",
+            "/events?since=0",
+            &["-N", "--max-time", "3"],
+        );
         assert!(events.contains("succeeded"), "{events}");
         seen.push_str(&events);
         assert_no_secret(&format!("the HTTP {role}"), &seen);
@@ -197,9 +101,14 @@ fn readers_below_admin_never_see_secret_params_or_env() {
     }
     // Admins (the socket's owner, the admin token) see what was submitted.
     let owner = socket_reads_as(0, daemon, task, workflow);
-    let (_, admin_task) = http.call(&http.token("admin"), "GET", &format!("/tasks/{task}"), &[]);
-    let (_, admin_workflow) = http.call(
-        &http.token("admin"),
+    let (_, admin_task) = http.curl(
+        Some(http.token("admin")),
+        "GET",
+        &format!("/tasks/{task}"),
+        &[],
+    );
+    let (_, admin_workflow) = http.curl(
+        Some(http.token("admin")),
         "GET",
         &format!("/tasks/{workflow}"),
         &[],
@@ -217,13 +126,13 @@ fn readers_below_admin_never_see_secret_params_or_env() {
 
 #[test]
 fn tokens_are_listed_without_secrets_and_revoked_at_once_and_durably() {
-    let mut http = Http::start(&[]);
-    let admin = http.token("admin");
-    let (status, made) = http.json(
+    let mut http = Shim::start(&[]);
+    let admin = http.token("admin").to_string();
+    let (status, made) = http.call_json(
         &admin,
         "POST",
         "/auth/tokens",
-        Some(json!({"name": "ci", "role": "operator"})),
+        Some(&json!({"name": "ci", "role": "operator"})),
     );
     assert_eq!(status, 201, "{made}");
     let (id, secret) = (
@@ -231,13 +140,13 @@ fn tokens_are_listed_without_secrets_and_revoked_at_once_and_durably() {
         made["token"].as_str().unwrap().to_string(),
     );
     assert_eq!(secret.len(), 64, "32 random bytes in hex");
-    assert_eq!(http.call(&secret, "GET", "/tasks", &[]).0, 200);
+    assert_eq!(http.curl(Some(&*secret), "GET", "/tasks", &[]).0, 200);
 
-    let (status, listed) = http.call(&admin, "GET", "/auth/tokens", &[]);
+    let (status, listed) = http.curl(Some(&*admin), "GET", "/auth/tokens", &[]);
     assert_eq!(status, 200, "{listed}");
     for role in ["admin", "operator", "viewer"] {
         assert!(
-            !listed.contains(&http.token(role)),
+            !listed.contains(http.token(role)),
             "a secret is listed: {listed}"
         );
     }
@@ -249,20 +158,20 @@ fn tokens_are_listed_without_secrets_and_revoked_at_once_and_durably() {
 
     let path = format!("/auth/tokens/{id}");
     assert_eq!(
-        http.call(&secret, "DELETE", &path, &[]).0,
+        http.curl(Some(&*secret), "DELETE", &path, &[]).0,
         403,
         "an operator may not revoke"
     );
-    let (status, revoked) = http.json(&admin, "DELETE", &path, None);
+    let (status, revoked) = http.call_json(&admin, "DELETE", &path, None);
     assert_eq!(status, 200, "{revoked}");
     assert_eq!(revoked["name"], "ci");
     assert!(revoked.get("token").is_none());
     assert_eq!(
-        http.call(&secret, "GET", "/tasks", &[]).0,
+        http.curl(Some(&*secret), "GET", "/tasks", &[]).0,
         401,
         "revoked at once"
     );
-    let (status, again) = http.json(&admin, "DELETE", &path, None);
+    let (status, again) = http.call_json(&admin, "DELETE", &path, None);
     assert_eq!(status, 404, "{again}");
     assert_eq!(again["error"]["field"], "id");
     let file = daemon_file(&http.daemon, "tokens.json");
@@ -281,7 +190,8 @@ fn tokens_are_listed_without_secrets_and_revoked_at_once_and_durably() {
         .as_str()
         .unwrap()
         .to_string();
-    let (status, refused) = http.json(&admin, "DELETE", &format!("/auth/tokens/{admin_id}"), None);
+    let (status, refused) =
+        http.call_json(&admin, "DELETE", &format!("/auth/tokens/{admin_id}"), None);
     assert_eq!(status, 409, "{refused}");
     assert!(
         refused["error"]["message"]
@@ -289,26 +199,26 @@ fn tokens_are_listed_without_secrets_and_revoked_at_once_and_durably() {
             .unwrap()
             .contains("last admin token")
     );
-    let (_, second) = http.json(
+    let (_, second) = http.call_json(
         &admin,
         "POST",
         "/auth/tokens",
-        Some(json!({"name": "second-admin", "role": "admin"})),
+        Some(&json!({"name": "second-admin", "role": "admin"})),
     );
     let second = second["token"].as_str().unwrap().to_string();
-    let (status, _) = http.json(&second, "DELETE", &format!("/auth/tokens/{admin_id}"), None);
+    let (status, _) = http.call_json(&second, "DELETE", &format!("/auth/tokens/{admin_id}"), None);
     assert_eq!(status, 200);
-    assert_eq!(http.call(&admin, "GET", "/tasks", &[]).0, 401);
+    assert_eq!(http.curl(Some(&*admin), "GET", "/tasks", &[]).0, 401);
 
     // Durable: after a restart the revoked tokens still fail, the others work.
     assert!(http.daemon.terminate().success());
     http.daemon.restart();
-    assert_eq!(http.call(&secret, "GET", "/tasks", &[]).0, 401);
-    assert_eq!(http.call(&admin, "GET", "/tasks", &[]).0, 401);
-    assert_eq!(http.call(&second, "GET", "/tasks", &[]).0, 200);
+    assert_eq!(http.curl(Some(&*secret), "GET", "/tasks", &[]).0, 401);
+    assert_eq!(http.curl(Some(&*admin), "GET", "/tasks", &[]).0, 401);
+    assert_eq!(http.curl(Some(&*second), "GET", "/tasks", &[]).0, 200);
 
     // The audit log records both revocations and the creations, never a secret.
-    let (status, audit) = http.call(&second, "GET", "/audit", &[]);
+    let (status, audit) = http.curl(Some(&*second), "GET", "/audit", &[]);
     assert_eq!(status, 200, "{audit}");
     for secret in [&secret, &second, &admin] {
         assert!(

@@ -1,6 +1,7 @@
 //! Start-up refuses what is wrong before anything starts: a damaged or missing store, a
 //! bad combination of settings, something other than a socket at the socket path; the
 //! data directory stays private; `orch daemon stop` returns once the daemon has exited.
+//! (Over 400 lines: the start-up checks share the spawn-and-refuse helpers at the top.)
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;

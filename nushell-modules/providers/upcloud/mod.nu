@@ -10,18 +10,16 @@
 # (`ctx.workflow` set), delete-server deletes only a server carrying the calling step's
 # label: a compensation never deletes a server it found already there.
 #
-# Tested against tests/standins/cloud_standin.py, a local stand-in of the API, because the
-# real API cannot be reached from the test machines (see docs/providers.md).
+# Tested against tests/standins/cloud_standin.py, a local stand-in that checks requests
+# against the API's published shapes, because the real API cannot be reached from the test
+# machines (see docs/providers.md). Settings lookup, durations, marks, polling and SSH come
+# from ../shared (shared with the aws provider).
+
+use ../shared *
 
 const MANIFEST = path self manifest.toml
 # The label marking what a workflow step created.
 const CREATED_BY = "provisioning-created-by"
-
-# The mark of what the step of `ctx` creates (`<workflow>/<step>`), or null outside a
-# workflow.
-def mark-of [ctx: record]: nothing -> any {
-    if $ctx.workflow? == null { null } else { $"($ctx.workflow)/($ctx.step? | default '')" }
-}
 
 # Creates the server unless one with this hostname exists, and waits until it is started
 # (and, with wait_for_ssh, until SSH answers).
@@ -45,7 +43,7 @@ export def create-server [server: record, ctx: record]: nothing -> record {
         if $result.address == null {
             error make {msg: $"UpCloud server ($server.hostname) \(($details.uuid)) has no public IPv4 address to reach over SSH"}
         }
-        wait-ssh ($cfg | insert address $result.address) $server.hostname
+        wait-ssh ($cfg | insert address $result.address) $"UpCloud server ($server.hostname) \(($result.address)) started"
     }
     $result
 }
@@ -57,12 +55,9 @@ export def delete-server [server: record, ctx: record]: nothing -> record {
     let cfg = upcloud-config $server $ctx
     let found = find-server $cfg $server.hostname
     if $found == null { return {hostname: $server.hostname, deleted: false, reason: "missing"} }
-    let mark = mark-of $ctx
     let owner = $found | get -o labels.label | default [] | where key == $CREATED_BY | get -o 0.value
-    if $mark != null and $owner != $mark {
-        let by = if $owner == null { "found already there" } else { $"created by workflow step ($owner)" }
-        return {hostname: $server.hostname, deleted: false, reason: $"kept ($found.uuid): ($by), not by this step \(($mark)\)"}
-    }
+    let kept = kept-reason $found.uuid $owner (mark-of $ctx)
+    if $kept != null { return {hostname: $server.hostname, deleted: false, reason: $kept} }
     let uuid = $found.uuid
     mut details = server-details $cfg $uuid
     if $details.state == "maintenance" {
@@ -100,7 +95,7 @@ export def server-exec [server: record, command: string]: nothing -> string {
         }
         $ip
     }
-    ssh-exec ($cfg | insert address $address) $server.hostname $command
+    ssh-exec ($cfg | insert address $address) $server.hostname upcloud $command
 }
 
 # {hostname, exists, state}: state is UpCloud's (started, stopped, maintenance, error) or
@@ -117,22 +112,9 @@ export def server-status [server: record]: nothing -> record {
 
 # --- configuration ---------------------------------------------------------------------
 
-# The step context: `ctx` when given, else $env.ORCH_PARAMS or the file $env.ORCH_PARAMS_FILE (set by the daemon for every
-# step), else nothing.
-def step-context [ctx?: record]: nothing -> record {
-    if $ctx != null { return $ctx }
-    let params = $env.ORCH_PARAMS? | default (if ($env.ORCH_PARAMS_FILE? | is-not-empty) { open --raw $env.ORCH_PARAMS_FILE } else { "" })
-    if ($params | str trim | is-empty) { return {} }
-    try { $params | from json } catch { {} }
-}
-
 def upcloud-config [server: record, ctx?: record]: nothing -> record {
-    let defaults = try { open $MANIFEST | get -o config | default {} } catch { {} }
-    let settings = (step-context $ctx) | get -o infra.settings.provider_settings.upcloud | default {}
-    # server entry > provider settings > environment > manifest defaults
-    let pick = {|key, env_value|
-        $server | get -o $key | default ($settings | get -o $key) | default $env_value | default ($defaults | get -o $key)
-    }
+    let pick = settings-picker upcloud $MANIFEST $server $ctx
+    let duration = {|key, fallback| to-duration (do $pick $key null | default $fallback) $key "UpCloud provider" }
     let token = do $pick token $env.UPCLOUD_TOKEN?
     let username = do $pick username $env.UPCLOUD_USERNAME?
     let password = do $pick password $env.UPCLOUD_PASSWORD?
@@ -152,32 +134,15 @@ def upcloud-config [server: record, ctx?: record]: nothing -> record {
         template: (do $pick template null | default "01000000-0000-4000-8000-000030240200")
         storage_size: (do $pick storage_size null | default 25 | into int)
         storage_tier: (do $pick storage_tier null | default "maxiops")
-        ssh_keys: (do $pick ssh_keys null | default [] | if ($in | describe) == "string" { [$in] } else { $in })
+        ssh_keys: (do $pick ssh_keys null | as-string-list)
         user: (do $pick user null | default "root")
         ssh_key: (do $pick ssh_key null)
         ssh_port: (do $pick ssh_port null | default 22)
-        timeout: (to-duration (do $pick timeout null | default "10m") timeout)
-        poll_interval: (to-duration (do $pick poll_interval null | default "5s") poll_interval)
-        http_timeout: (to-duration (do $pick http_timeout null | default "30s") http_timeout)
+        timeout: (do $duration timeout "10m")
+        poll_interval: (do $duration poll_interval "5s")
+        http_timeout: (do $duration http_timeout "30s")
         wait_for_ssh: (do $pick wait_for_ssh null | default true)
-        ssh_timeout: (to-duration (do $pick ssh_timeout null | default "5m") ssh_timeout)
-    }
-}
-
-# An int (seconds), a duration, or a string such as "90s", "5m", "1h", "500ms", "5min".
-def to-duration [value: any, key: string]: nothing -> duration {
-    match ($value | describe) {
-        "duration" => $value
-        "int" | "float" => ($value * 1sec)
-        "string" => {
-            let m = $value | parse --regex '^\s*(?<n>\d+(?:\.\d+)?)\s*(?<u>ms|s|sec|m|min|h|hr)\s*$'
-            if ($m | is-empty) {
-                error make {msg: $"UpCloud provider: `($key)` = `($value)` is not a duration \(examples: 30s, 5m, 1h)"}
-            }
-            let unit = {ms: 1ms, s: 1sec, sec: 1sec, m: 1min, min: 1min, h: 1hr, hr: 1hr} | get $m.0.u
-            ($m.0.n | into float) * $unit
-        }
-        _ => { error make {msg: $"UpCloud provider: `($key)` = `($value)` is not a duration"} }
+        ssh_timeout: (do $duration ssh_timeout "5m")
     }
 }
 
@@ -279,17 +244,14 @@ def server-details [cfg: record, uuid: string]: nothing -> record {
 
 # Polls GET /server/{uuid} until its state is one of `states` (bounded by cfg.timeout).
 def wait-state [cfg: record, uuid: string, states: list<string>] {
-    let deadline = (date now) + $cfg.timeout
-    loop {
+    poll-until $cfg.timeout $cfg.poll_interval {||
         let details = server-details $cfg $uuid
-        if $details.state in $states { return $details }
-        if $details.state == "error" {
+        if $details.state == "error" and "error" not-in $states {
             error make {msg: $"UpCloud server ($details.hostname? | default $uuid) \(($uuid)) is in state error"}
         }
-        if (date now) > $deadline {
-            error make {msg: $"UpCloud server ($details.hostname? | default $uuid) \(($uuid)) did not reach state ($states | str join ' or ') within ($cfg.timeout) \(state: ($details.state))"}
-        }
-        sleep $cfg.poll_interval
+        {done: ($details.state in $states), value: $details}
+    } {|last|
+        $"UpCloud server ($last.value.hostname? | default $uuid) \(($uuid)) did not reach state ($states | str join ' or ') within ($cfg.timeout) \(state: ($last.value.state))"
     }
 }
 
@@ -319,63 +281,4 @@ def public-ipv4 [details: record]: nothing -> any {
     let addresses = $listed | append $from_networking
         | where {|a| ($a.access? | default "") == "public" and ($a.family? | default "IPv4") == "IPv4" and ($a.address? | is-not-empty) }
     if ($addresses | is-empty) { null } else { ($addresses | first).address }
-}
-
-# --- SSH (untested against a real server, see server-exec) -------------------------------
-
-def ssh-args [cfg: record]: nothing -> list<string> {
-    if (which ssh | is-empty) {
-        error make {msg: "the ssh client is not installed (openssh-client): the provider runs commands on its servers over SSH"}
-    }
-    mut args = [
-        -o BatchMode=yes -o StrictHostKeyChecking=accept-new -o ConnectTimeout=10 -o LogLevel=ERROR
-        -p ($cfg.ssh_port | into string)
-    ]
-    if ($cfg.ssh_key | is-not-empty) { $args = $args ++ [-i ($cfg.ssh_key | path expand)] }
-    # `--` ends ssh's options: the destination can never be read as one.
-    $args ++ ["--" (ssh-destination $cfg)]
-}
-
-# `user@address`, both checked: a user name (letters, digits, `_`, `.`, `-`, not starting
-# with `-`) and an address (IPv4, IPv6 or a hostname), so no value becomes an ssh option.
-def ssh-destination [cfg: record]: nothing -> string {
-    let user = ($cfg.user | into string)
-    let address = ($cfg.address | into string)
-    if not ($user =~ '^[A-Za-z_][A-Za-z0-9_.-]{0,31}$') {
-        error make {msg: $"ssh: the user `($user)` is not a valid user name \(letters, digits, `_`, `.` or `-`, not starting with `-` or a digit)"}
-    }
-    if not ($address =~ '^[A-Za-z0-9:]([A-Za-z0-9.:-]{0,252}[A-Za-z0-9:])?$') {
-        error make {msg: $"ssh: the address `($address)` is not an IP address or a hostname"}
-    }
-    $"($user)@($address)"
-}
-
-def sh-quote [s: string]: nothing -> string {
-    $"'($s | str replace --all "'" "'\\''")'"
-}
-
-# `sh -c command` over SSH, with sudo when the user is not root.
-def ssh-exec [cfg: record, hostname: string, command: string]: nothing -> string {
-    let remote = if $cfg.user == "root" {
-        $"sh -c (sh-quote $command)"
-    } else {
-        $"sudo -n sh -c (sh-quote $command)"
-    }
-    let out = ^ssh ...(ssh-args $cfg) $remote | complete
-    if $out.exit_code != 0 {
-        error make {msg: $"command failed on ($hostname) \(upcloud, ($cfg.address)) with exit code ($out.exit_code): ($out.stdout)($out.stderr)"}
-    }
-    $out.stdout
-}
-
-def wait-ssh [cfg: record, hostname: string] {
-    let deadline = (date now) + $cfg.ssh_timeout
-    loop {
-        let out = ^ssh ...(ssh-args $cfg) true | complete
-        if $out.exit_code == 0 { return }
-        if (date now) > $deadline {
-            error make {msg: $"UpCloud server ($hostname) \(($cfg.address)) started but SSH did not answer within ($cfg.ssh_timeout): ($out.stderr | str trim)"}
-        }
-        sleep $cfg.poll_interval
-    }
 }

@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use orch_protocol::{
-    BatchRequest, ClusterRequest, Operation, ServersRequest, TaskKind, TaskSpec, TaskservInfo,
-    TaskservRequest, WorkflowKind, WorkflowRequest,
+    BatchRequest, ClusterRequest, Operation, OperationType, ServersRequest, TaskKind, TaskSpec,
+    TaskservInfo, TaskservRequest, WorkflowKind, WorkflowRequest,
 };
 use serde_json::{Value, json};
 
@@ -324,9 +324,9 @@ fn merge(ctx: &mut Value, extra: &Value) {
 
 fn servers(r: &ServersRequest, sources: &Sources) -> Result<Draft, String> {
     let infra = Infra::load(
-        place(&r.workspace, sources),
-        &r.infra,
-        r.settings.as_deref(),
+        place(&r.target.workspace, sources),
+        &r.target.infra,
+        r.target.settings.as_deref(),
     )?;
     let selected = infra.select(&r.servers)?;
     let orders = selected
@@ -358,17 +358,17 @@ fn servers(r: &ServersRequest, sources: &Sources) -> Result<Draft, String> {
             sources,
         )?);
     }
-    draft.priority = r.priority;
-    draft.parallel_limit = r.parallel_limit;
-    draft.rollback_enabled = r.rollback_enabled;
+    draft.priority = r.run.priority;
+    draft.parallel_limit = r.run.parallel_limit;
+    draft.rollback_enabled = r.run.rollback_enabled;
     Ok(draft)
 }
 
 fn taskserv(r: &TaskservRequest, sources: &Sources) -> Result<Draft, String> {
     let infra = Infra::load(
-        place(&r.workspace, sources),
-        &r.infra,
-        r.settings.as_deref(),
+        place(&r.target.workspace, sources),
+        &r.target.infra,
+        r.target.settings.as_deref(),
     )?;
     let selected = infra.select(&r.servers)?;
     let order = install_order(std::slice::from_ref(&r.taskserv), sources.registry)?;
@@ -391,17 +391,17 @@ fn taskserv(r: &TaskservRequest, sources: &Sources) -> Result<Draft, String> {
             sources,
         )?);
     }
-    draft.priority = r.priority;
-    draft.parallel_limit = r.parallel_limit;
-    draft.rollback_enabled = r.rollback_enabled;
+    draft.priority = r.run.priority;
+    draft.parallel_limit = r.run.parallel_limit;
+    draft.rollback_enabled = r.run.rollback_enabled;
     Ok(draft)
 }
 
 fn cluster(r: &ClusterRequest, sources: &Sources) -> Result<Draft, String> {
     let infra = Infra::load(
-        place(&r.workspace, sources),
-        &r.infra,
-        r.settings.as_deref(),
+        place(&r.target.workspace, sources),
+        &r.target.infra,
+        r.target.settings.as_deref(),
     )?;
     let definition = sources.registry.cluster(&r.cluster)?;
     let provider = r
@@ -519,9 +519,9 @@ fn cluster(r: &ClusterRequest, sources: &Sources) -> Result<Draft, String> {
             fill_workflow_id: true,
         });
     }
-    draft.priority = r.priority;
-    draft.parallel_limit = r.parallel_limit;
-    draft.rollback_enabled = r.rollback_enabled;
+    draft.priority = r.run.priority;
+    draft.parallel_limit = r.run.parallel_limit;
+    draft.rollback_enabled = r.run.rollback_enabled;
     Ok(draft)
 }
 
@@ -564,10 +564,6 @@ fn as_plan<'t>(
         .collect()
 }
 
-/// The operation types a batch accepts.
-const OPERATION_TYPES: &str =
-    "server_create, server_batch, taskserv_create, taskserv_batch, nu, script, command";
-
 fn operation(
     op: &Operation,
     infra: Option<&Infra>,
@@ -591,8 +587,8 @@ fn operation(
             spec
         })
     };
-    let (mut spec, rollback, description) = match op.op_type.as_str() {
-        "nu" => {
+    let (mut spec, rollback, description) = match op.op_type {
+        OperationType::Nu => {
             let code = op
                 .nu
                 .clone()
@@ -605,7 +601,7 @@ fn operation(
                 format!("nu code ({})", op.id),
             )
         }
-        "script" => {
+        OperationType::Script => {
             let script = op
                 .script
                 .as_deref()
@@ -619,7 +615,7 @@ fn operation(
                 format!("nu {}", path.display()),
             )
         }
-        "command" => {
+        OperationType::Command => {
             let (program, args) = op
                 .command
                 .split_first()
@@ -628,13 +624,11 @@ fn operation(
             let description = spec.describe();
             (spec, rollback_code(&op.rollback), description)
         }
-        "server_create" | "server_batch" | "taskserv_create" | "taskserv_batch" => {
+        OperationType::ServerCreate
+        | OperationType::ServerBatch
+        | OperationType::TaskservCreate
+        | OperationType::TaskservBatch => {
             return infra_operation(op, infra, timeout_ms, sources);
-        }
-        other => {
-            return Err(format!(
-                "unknown operation type `{other}` (known: {OPERATION_TYPES})"
-            ));
         }
     };
     spec.params = op.params.clone();
@@ -687,8 +681,12 @@ fn infra_operation(
     timeout_ms: Option<u64>,
     sources: &Sources,
 ) -> Result<DraftStep, String> {
-    let infra = infra
-        .ok_or_else(|| format!("a `{}` operation needs the workflow's `infra`", op.op_type))?;
+    let infra = infra.ok_or_else(|| {
+        format!(
+            "a `{}` operation needs the workflow's `infra`",
+            op.op_type.as_str()
+        )
+    })?;
     let servers = infra.select(&op.servers)?;
     let module = provider_module(
         &servers,
@@ -700,7 +698,10 @@ fn infra_operation(
     let hosts: Vec<&str> = servers.iter().map(|s| s.hostname.as_str()).collect();
     let mut ctx =
         json!({"step": op.id, "infra": infra.context(), "servers": records, "params": op.params});
-    let (code, rollback_code, description) = if op.op_type.starts_with("server") {
+    let (code, rollback_code, description) = if matches!(
+        op.op_type,
+        OperationType::ServerCreate | OperationType::ServerBatch
+    ) {
         (
             snippets::create_servers(&module),
             Some(snippets::delete_servers(&module)),

@@ -57,16 +57,20 @@ impl SimplePluginCommand for SubmitCluster {
         let infra = InfraArgs::read(engine, call)?;
         let run = RunArgs::read(call)?;
         let request = WorkflowRequest::Cluster(ClusterRequest {
-            infra: infra.required_infra(call)?,
-            settings: infra.settings,
-            workspace: Some(infra.workspace),
+            target: orch_protocol::InfraTarget {
+                infra: infra.required_infra(call)?,
+                settings: infra.settings,
+                workspace: Some(infra.workspace),
+            },
             cluster: call.req(0)?,
             provider: super::flag(call, "provider")?,
-            check_mode: run.check_mode,
-            wait: run.wait,
-            priority: run.priority,
-            parallel_limit: run.parallel_limit,
-            rollback_enabled: run.rollback_enabled,
+            run: orch_protocol::RunOptions {
+                check_mode: run.check_mode,
+                wait: run.wait,
+                priority: run.priority,
+                parallel_limit: run.parallel_limit,
+                rollback_enabled: run.rollback_enabled,
+            },
         });
         workflow_args::submit(plugin, engine, call, request)
     }

@@ -58,15 +58,19 @@ impl SimplePluginCommand for SubmitServers {
         let infra = InfraArgs::read(engine, call)?;
         let run = RunArgs::read(call)?;
         let request = WorkflowRequest::Servers(ServersRequest {
-            infra: infra.required_infra(call)?,
-            settings: infra.settings,
-            workspace: Some(infra.workspace),
+            target: orch_protocol::InfraTarget {
+                infra: infra.required_infra(call)?,
+                settings: infra.settings,
+                workspace: Some(infra.workspace),
+            },
             servers: call.rest(0)?,
-            check_mode: run.check_mode,
-            wait: run.wait,
-            priority: run.priority,
-            parallel_limit: run.parallel_limit,
-            rollback_enabled: run.rollback_enabled,
+            run: orch_protocol::RunOptions {
+                check_mode: run.check_mode,
+                wait: run.wait,
+                priority: run.priority,
+                parallel_limit: run.parallel_limit,
+                rollback_enabled: run.rollback_enabled,
+            },
         });
         workflow_args::submit(plugin, engine, call, request)
     }

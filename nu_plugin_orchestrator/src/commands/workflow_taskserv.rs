@@ -65,16 +65,20 @@ impl SimplePluginCommand for SubmitTaskserv {
         let infra = InfraArgs::read(engine, call)?;
         let run = RunArgs::read(call)?;
         let request = WorkflowRequest::Taskserv(TaskservRequest {
-            infra: infra.required_infra(call)?,
-            settings: infra.settings,
-            workspace: Some(infra.workspace),
+            target: orch_protocol::InfraTarget {
+                infra: infra.required_infra(call)?,
+                settings: infra.settings,
+                workspace: Some(infra.workspace),
+            },
             taskserv: call.req(0)?,
             servers: super::flag(call, "servers")?.unwrap_or_default(),
-            check_mode: run.check_mode,
-            wait: run.wait,
-            priority: run.priority,
-            parallel_limit: run.parallel_limit,
-            rollback_enabled: run.rollback_enabled,
+            run: orch_protocol::RunOptions {
+                check_mode: run.check_mode,
+                wait: run.wait,
+                priority: run.priority,
+                parallel_limit: run.parallel_limit,
+                rollback_enabled: run.rollback_enabled,
+            },
         });
         workflow_args::submit(plugin, engine, call, request)
     }

@@ -48,6 +48,21 @@ impl StatusCounts {
         };
         *count += 1;
     }
+
+    /// Each count with its status's name, in life-cycle order (`removed` last).
+    pub fn by_name(&self) -> [(&'static str, u64); 9] {
+        [
+            ("blocked", self.blocked),
+            ("queued", self.queued),
+            ("running", self.running),
+            ("retry_waiting", self.retry_waiting),
+            ("succeeded", self.succeeded),
+            ("failed", self.failed),
+            ("cancelled", self.cancelled),
+            ("dependency_failed", self.dependency_failed),
+            ("removed", self.removed),
+        ]
+    }
 }
 
 /// What every answer about a workflow carries: its record without its steps, and how

@@ -106,5 +106,5 @@ fn request_from_record(input: &Value, infra: &InfraArgs) -> Result<WorkflowReque
 
 #[test]
 fn test_examples() {
-    crate::commands::test_examples(&WorkflowPlan);
+    super::examples::test_examples(&WorkflowPlan);
 }

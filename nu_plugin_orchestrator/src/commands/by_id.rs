@@ -58,14 +58,7 @@ impl SimplePluginCommand for ById {
     }
 
     fn examples(&self) -> Vec<Example<'_>> {
-        self.examples
-            .iter()
-            .map(|(example, description)| Example {
-                example,
-                description,
-                result: None,
-            })
-            .collect()
+        super::help::examples(self.examples)
     }
 
     fn run(

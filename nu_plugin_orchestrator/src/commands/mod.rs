@@ -19,6 +19,7 @@ mod examples;
 mod extensions;
 mod group;
 mod health;
+mod help;
 pub mod logs;
 mod retry;
 mod submit;

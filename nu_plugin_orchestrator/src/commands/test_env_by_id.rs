@@ -5,13 +5,21 @@ use nu_protocol::{
     Category, Example, LabeledError, PipelineData, Signature, Span, Spanned, SyntaxShape, Type,
     Value,
 };
-use orch_protocol::{Request, Response};
+use orch_protocol::{Request, Response, TestEnv};
 
 use super::args;
 use super::by_id::ById;
 use crate::OrchestratorPlugin;
 use crate::connection::{labeled, unexpected};
 use crate::testenv_values;
+
+/// The environment an answer carries.
+fn env_of(answer: Response, head: Span) -> Result<TestEnv, LabeledError> {
+    match answer {
+        Response::Env(env) => Ok(*env),
+        other => Err(unexpected(other, head)),
+    }
+}
 
 /// An environment answer as a record.
 fn shown(
@@ -20,10 +28,7 @@ fn shown(
     answer: Response,
     head: Span,
 ) -> Result<Value, LabeledError> {
-    match answer {
-        Response::Env(env) => Ok(testenv_values::env(&env, head)),
-        other => Err(unexpected(other, head)),
-    }
+    Ok(testenv_values::env(&env_of(answer, head)?, head))
 }
 
 /// An environment answer as a record, or an error when it failed (the command made it
@@ -34,10 +39,7 @@ fn shown_or_failure(
     answer: Response,
     head: Span,
 ) -> Result<Value, LabeledError> {
-    match answer {
-        Response::Env(env) => testenv_values::env_or_failure(&env, head),
-        other => Err(unexpected(other, head)),
-    }
+    testenv_values::env_or_failure(&env_of(answer, head)?, head)
 }
 
 /// `orch test env show`

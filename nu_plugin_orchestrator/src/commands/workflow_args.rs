@@ -178,14 +178,7 @@ impl SimplePluginCommand for OnInfra {
     }
 
     fn examples(&self) -> Vec<Example<'_>> {
-        self.examples
-            .iter()
-            .map(|(example, description)| Example {
-                example,
-                description,
-                result: None,
-            })
-            .collect()
+        super::help::examples(self.examples)
     }
 
     fn run(

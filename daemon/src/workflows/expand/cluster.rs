@@ -5,19 +5,14 @@ use orch_protocol::{ClusterInfo, ClusterRequest, TaskservInfo, WorkflowKind};
 use serde_json::{Value, json};
 
 use super::steps::{create_step, install_steps, merge, nu_step, provider_module};
-use super::{Sources, empty_draft, place};
+use super::{Sources, empty_draft, load_infra};
 use crate::workflows::infra::{Infra, Server};
 use crate::workflows::taskservs::{self, install_order, script};
 use crate::workflows::{Draft, DraftStep, ExpandError, checks, snippets};
 
 /// The steps of a cluster request.
 pub fn expand(r: &ClusterRequest, sources: &Sources) -> Result<Draft, ExpandError> {
-    let target = &r.target;
-    let infra = Infra::load(
-        place(&target.workspace, sources),
-        &target.infra,
-        target.settings.as_deref(),
-    )?;
+    let infra = load_infra(&r.target, sources)?;
     let definition = sources
         .registry
         .cluster(&r.cluster)

@@ -11,9 +11,9 @@ mod taskserv;
 
 use std::path::{Path, PathBuf};
 
-use orch_protocol::{RunOptions, WorkflowKind, WorkflowRequest};
+use orch_protocol::{InfraTarget, RunOptions, WorkflowKind, WorkflowRequest};
 
-use super::infra::Place;
+use super::infra::{Infra, Place};
 use super::{Draft, ExpandError};
 use crate::extensions::Registry;
 
@@ -48,6 +48,15 @@ fn place<'a>(given: &'a Option<PathBuf>, sources: &'a Sources) -> Place<'a> {
         workspace: given.as_deref().unwrap_or(sources.workspace),
         data_dir: sources.data_dir,
     }
+}
+
+/// The infra an infra request acts on, with its settings.
+fn load_infra(target: &InfraTarget, sources: &Sources) -> Result<Infra, ExpandError> {
+    Infra::load(
+        place(&target.workspace, sources),
+        &target.infra,
+        target.settings.as_deref(),
+    )
 }
 
 /// A draft without steps yet, run as `run` says.

@@ -5,19 +5,13 @@ use orch_protocol::{ServersRequest, WorkflowKind};
 use serde_json::Value;
 
 use super::steps::{create_step, install_steps};
-use super::{Sources, empty_draft, place};
-use crate::workflows::infra::Infra;
+use super::{Sources, empty_draft, load_infra};
 use crate::workflows::taskservs::install_order;
 use crate::workflows::{Draft, ExpandError, checks};
 
 /// The steps of a servers request.
 pub fn expand(r: &ServersRequest, sources: &Sources) -> Result<Draft, ExpandError> {
-    let target = &r.target;
-    let infra = Infra::load(
-        place(&target.workspace, sources),
-        &target.infra,
-        target.settings.as_deref(),
-    )?;
+    let infra = load_infra(&r.target, sources)?;
     let selected = infra.select(&r.servers)?;
     let orders = selected
         .iter()

@@ -5,19 +5,13 @@ use orch_protocol::{TaskservRequest, WorkflowKind};
 use serde_json::Value;
 
 use super::steps::install_steps;
-use super::{Sources, empty_draft, place};
-use crate::workflows::infra::Infra;
+use super::{Sources, empty_draft, load_infra};
 use crate::workflows::taskservs::install_order;
 use crate::workflows::{Draft, ExpandError, checks};
 
 /// The steps of a taskserv request.
 pub fn expand(r: &TaskservRequest, sources: &Sources) -> Result<Draft, ExpandError> {
-    let target = &r.target;
-    let infra = Infra::load(
-        place(&target.workspace, sources),
-        &target.infra,
-        target.settings.as_deref(),
-    )?;
+    let infra = load_infra(&r.target, sources)?;
     let selected = infra.select(&r.servers)?;
     let order = install_order(std::slice::from_ref(&r.taskserv), sources.registry)?;
     let name = format!("taskserv create {} on {}", r.taskserv, infra.name);

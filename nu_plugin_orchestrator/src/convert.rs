@@ -364,3 +364,38 @@ pub fn value_to_json(value: &Value) -> Result<serde_json::Value, LabeledError> {
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_columns_keep_their_nushell_types() {
+        let at = |s: i64| DateTime::from_timestamp(1_700_000_000 + s, 0).unwrap();
+        let mut spec = orch_protocol::TaskSpec::command("true", Vec::new());
+        spec.timeout_ms = Some(1500);
+        let task = Task {
+            id: 7,
+            spec,
+            state: TaskState::Succeeded { finished_at: at(3) },
+            submitted_at: at(0),
+            attempts: vec![Attempt {
+                number: 1,
+                started_at: at(1),
+                finished_at: Some(at(3)),
+                outcome: Some(AttemptOutcome::Exited { code: 0 }),
+            }],
+            attempts_before_retry: 0,
+            progress: None,
+        };
+        let span = Span::test_data();
+        let detail = task_detail(&task, span);
+        let column = |name: &str| detail.get_data_by_key(name).unwrap();
+        assert_eq!(column("id"), Value::int(7, span));
+        assert_eq!(column("submitted"), Value::date(at(0).fixed_offset(), span));
+        assert_eq!(column("duration"), Value::duration(2_000_000_000, span));
+        assert_eq!(column("timeout"), Value::duration(1_500_000_000, span));
+        assert_eq!(column("label"), Value::nothing(span));
+        assert_eq!(column("exit_code"), Value::int(0, span));
+    }
+}

@@ -272,3 +272,53 @@ pub fn extensions(report: &ExtensionsReport, kind: ExtensionKind, span: Span) ->
     }
     Value::list(rows, span)
 }
+
+#[cfg(test)]
+mod tests {
+    use orch_protocol::{TaskStatus, WorkflowKind};
+
+    use super::*;
+
+    #[test]
+    fn a_summary_has_its_dates_and_its_counts_in_life_cycle_order() {
+        let at = chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        let mut step_counts = StatusCounts::default();
+        step_counts.add(Some(TaskStatus::Succeeded));
+        let summary = WorkflowSummary {
+            id: 3,
+            name: "w".into(),
+            kind: WorkflowKind::Batch,
+            submitted_at: at,
+            priority: 0,
+            parallel_limit: None,
+            rollback_enabled: false,
+            state: WorkflowState::Succeeded { finished_at: at },
+            last_event: 9,
+            steps: 1,
+            step_counts,
+            compensations: 0,
+            compensation_counts: StatusCounts::default(),
+            waves: Some(1),
+        };
+        let span = Span::test_data();
+        let value = workflow_summary(&summary, span);
+        let column = |name: &str| value.get_data_by_key(name).unwrap();
+        assert_eq!(column("finished"), Value::date(at.fixed_offset(), span));
+        assert_eq!(column("failed"), Value::nothing(span));
+        let counts = column("step_counts");
+        let names: Vec<&str> = counts
+            .as_record()
+            .unwrap()
+            .columns()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            names[..5],
+            ["blocked", "queued", "running", "retry_waiting", "succeeded"]
+        );
+        assert_eq!(
+            counts.get_data_by_key("succeeded"),
+            Some(Value::int(1, span))
+        );
+    }
+}

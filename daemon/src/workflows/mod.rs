@@ -1,6 +1,6 @@
 //! Workflows before they reach the engine: a request is expanded into steps
 //! ([`expand`]), checked as a DAG and put in dependency order ([`graph`]), and either
-//! planned ([`plan`]: waves under the limits, and the rollback's waves) or handed to the
+//! planned ([`plan()`]: waves under the limits, and the rollback's waves) or handed to the
 //! engine, which runs each step as a task.
 //!
 //! - [`checks`]: the size of a workflow, counted before its steps are built, and the

@@ -7,14 +7,15 @@
 //!   connections for streams, and daemon errors as `LabeledError`s pointing at the
 //!   offending argument.
 //! - [`convert`]: tasks, events and health reports as Nushell values with real types
-//!   (datetime, duration): rows are structs deriving `IntoValue`; and Nushell values as
-//!   JSON for task parameters.
+//!   (datetime, duration): rows are structs deriving `IntoValue`.
+//! - [`json`]: Nushell values as JSON (task parameters, request records).
 //! - [`testenv_values`]: test environments and topologies as Nushell values.
 //! - [`workflow_values`]: workflows, plans and the extensions registry as Nushell values.
 
 pub mod commands;
 pub mod connection;
 pub mod convert;
+pub mod json;
 pub mod testenv_values;
 pub mod workflow_values;
 

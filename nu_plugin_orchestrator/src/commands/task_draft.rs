@@ -9,7 +9,7 @@ use nu_protocol::{LabeledError, Record, Span, Value};
 use orch_protocol::{TaskKind, TaskSpec};
 
 use super::args;
-use crate::convert::value_to_json;
+use crate::json::value_to_json;
 
 /// A task spec being assembled from flags and record fields, with where each setting
 /// came from (so that a daemon error about a field points at it).

@@ -7,7 +7,7 @@ use orch_protocol::{EnvRequest, EnvSpec, Request, Resources, Response, Topology}
 use super::args;
 use crate::OrchestratorPlugin;
 use crate::connection::{labeled, unexpected};
-use crate::convert::value_to_json;
+use crate::json::value_to_json;
 use crate::testenv_values;
 
 /// `orch test env create`

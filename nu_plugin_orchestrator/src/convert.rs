@@ -1,40 +1,67 @@
-//! Nushell values for the orchestrator's data.
+//! Nushell values for the orchestrator's data: tasks, events, audit entries and health
+//! reports as records with real Nushell types (datetime, duration).
+//!
+//! Output rows are structs deriving [`IntoValue`]: a field becomes a column of the same
+//! name, `Option` a value or nothing, `Vec` a list, `DateTime<FixedOffset>` a datetime,
+//! [`Duration`] a duration, and a `serde_json::Value` the Nushell value of that JSON.
 
-use chrono::{DateTime, Utc};
-use nu_protocol::{LabeledError, Record, Span, Value, record};
+use chrono::{DateTime, FixedOffset, Utc};
+use nu_protocol::{IntoValue, Record, Span, Value};
 use orch_protocol::{
     Attempt, AttemptOutcome, AuditEntry, Event, HealthReport, Task, TaskKind, TaskState, TaskStatus,
 };
 
-/// A datetime value.
-pub fn date(at: DateTime<Utc>, span: Span) -> Value {
-    Value::date(at.fixed_offset(), span)
+/// A Nushell duration, in nanoseconds (signed, as Nushell's are).
+#[derive(Debug, Clone, Copy)]
+pub struct Duration(i64);
+
+impl Duration {
+    /// The time from `from` to `to`.
+    pub fn between(from: DateTime<Utc>, to: DateTime<Utc>) -> Duration {
+        Duration((to - from).num_nanoseconds().unwrap_or(i64::MAX))
+    }
+
+    /// `ms` milliseconds.
+    pub fn millis(ms: u64) -> Duration {
+        Duration((ms as i64).saturating_mul(1_000_000))
+    }
 }
 
-/// A datetime value, or nothing.
-pub fn opt_date(at: Option<DateTime<Utc>>, span: Span) -> Value {
-    at.map_or(Value::nothing(span), |at| date(at, span))
+impl IntoValue for Duration {
+    fn into_value(self, span: Span) -> Value {
+        Value::duration(self.0, span)
+    }
 }
 
-/// The time between two instants as a duration value.
-pub fn between(from: DateTime<Utc>, to: DateTime<Utc>, span: Span) -> Value {
-    let nanos = (to - from).num_nanoseconds().unwrap_or(i64::MAX);
-    Value::duration(nanos, span)
+/// An instant as a Nushell datetime.
+pub fn date(at: DateTime<Utc>) -> DateTime<FixedOffset> {
+    at.fixed_offset()
 }
 
-/// Milliseconds as a duration value.
-pub fn millis(ms: u64, span: Span) -> Value {
-    Value::duration((ms as i64).saturating_mul(1_000_000), span)
+/// A count as a Nushell int (the largest int when it does not fit).
+pub fn int(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-fn opt_string(s: Option<&str>, span: Span) -> Value {
-    s.map_or(Value::nothing(span), |s| Value::string(s, span))
+/// The columns of `first`, then those of `more`, as one record (both must be records,
+/// as derived rows are).
+pub fn joined(first: impl IntoValue, more: impl IntoValue, span: Span) -> Value {
+    let (Value::Record { val: first, .. }, Value::Record { val: more, .. }) =
+        (first.into_value(span), more.into_value(span))
+    else {
+        unreachable!("rows are records")
+    };
+    let mut record = first.into_owned();
+    for (column, value) in more.into_owned() {
+        record.push(column, value);
+    }
+    Value::record(record, span)
 }
 
-fn exit_code(outcome: Option<&AttemptOutcome>, span: Span) -> Value {
+fn exit_code(outcome: Option<&AttemptOutcome>) -> Option<i64> {
     match outcome {
-        Some(AttemptOutcome::Exited { code }) => Value::int(i64::from(*code), span),
-        _ => Value::nothing(span),
+        Some(AttemptOutcome::Exited { code }) => Some(i64::from(*code)),
+        _ => None,
     }
 }
 
@@ -55,128 +82,167 @@ fn error_text(task: &Task) -> Option<String> {
 }
 
 /// One row of `orch tasks`.
+#[derive(IntoValue)]
+struct TaskRow {
+    id: i64,
+    label: Option<String>,
+    status: &'static str,
+    priority: i32,
+    command: String,
+    attempts: i64,
+    exit_code: Option<i64>,
+    submitted: DateTime<FixedOffset>,
+    started: Option<DateTime<FixedOffset>>,
+    finished: Option<DateTime<FixedOffset>>,
+    duration: Option<Duration>,
+    progress: Option<f64>,
+    error: Option<String>,
+}
+
+impl TaskRow {
+    fn of(task: &Task) -> TaskRow {
+        let last = task.last_attempt();
+        let started = last.map(|a| a.started_at);
+        let finished = task.state.finished_at().filter(|_| started.is_some());
+        TaskRow {
+            id: task.id as i64,
+            label: task.spec.label.clone(),
+            status: task.state.status().as_str(),
+            priority: task.spec.priority,
+            command: task.spec.describe(),
+            attempts: task.attempts.len() as i64,
+            exit_code: exit_code(last.and_then(|a| a.outcome.as_ref())),
+            submitted: date(task.submitted_at),
+            started: started.map(date),
+            finished: finished.map(date),
+            duration: started.zip(finished).map(|(s, f)| Duration::between(s, f)),
+            progress: task.progress.as_ref().and_then(|p| p.percent),
+            error: error_text(task),
+        }
+    }
+}
+
+/// One row of `orch tasks`.
 pub fn task_row(task: &Task, span: Span) -> Value {
-    let last = task.last_attempt();
-    let started = last.map(|a| a.started_at);
-    let finished = task.state.finished_at().filter(|_| started.is_some());
-    let duration = match (started, finished) {
-        (Some(s), Some(f)) => between(s, f, span),
-        _ => Value::nothing(span),
-    };
-    Value::record(
-        record! {
-            "id" => Value::int(task.id as i64, span),
-            "label" => opt_string(task.spec.label.as_deref(), span),
-            "status" => Value::string(task.state.status().as_str(), span),
-            "priority" => Value::int(i64::from(task.spec.priority), span),
-            "command" => Value::string(task.spec.describe(), span),
-            "attempts" => Value::int(task.attempts.len() as i64, span),
-            "exit_code" => exit_code(last.and_then(|a| a.outcome.as_ref()), span),
-            "submitted" => date(task.submitted_at, span),
-            "started" => opt_date(started, span),
-            "finished" => opt_date(finished, span),
-            "duration" => duration,
-            "progress" => task.progress.as_ref().and_then(|p| p.percent)
-                .map_or(Value::nothing(span), |p| Value::float(p, span)),
-            "error" => opt_string(error_text(task).as_deref(), span),
-        },
-        span,
-    )
+    TaskRow::of(task).into_value(span)
+}
+
+/// What `orch task` shows besides the row: the spec and every attempt.
+#[derive(IntoValue)]
+struct TaskDetail {
+    kind: &'static str,
+    script: Option<String>,
+    retries: u32,
+    backoff: Duration,
+    max_backoff: Duration,
+    timeout: Option<Duration>,
+    after: Vec<i64>,
+    params: serde_json::Value,
+    state: Value,
+    progress_message: Option<String>,
+    attempt_history: Vec<AttemptRow>,
 }
 
 /// The full record of `orch task`: the row plus the spec and every attempt.
 pub fn task_detail(task: &Task, span: Span) -> Value {
-    let Value::Record { val, .. } = task_row(task, span) else {
-        unreachable!("task_row returns a record")
-    };
-    let mut rec = val.into_owned();
     let spec = &task.spec;
-    let (kind, program) = match &spec.kind {
-        TaskKind::Command { .. } => ("command", Value::nothing(span)),
-        TaskKind::Nu { code } => ("nu", Value::string(code, span)),
-        TaskKind::NuFile { path } => ("nu_file", Value::string(path.display().to_string(), span)),
+    let (kind, script) = match &spec.kind {
+        TaskKind::Command { .. } => ("command", None),
+        TaskKind::Nu { code } => ("nu", Some(code.clone())),
+        TaskKind::NuFile { path } => ("nu_file", Some(path.display().to_string())),
     };
-    rec.push("kind", Value::string(kind, span));
-    rec.push("script", program);
-    rec.push("retries", Value::int(i64::from(spec.retries), span));
-    rec.push("backoff", millis(spec.backoff.initial_ms, span));
-    rec.push("max_backoff", millis(spec.backoff.max_ms, span));
-    rec.push(
-        "timeout",
-        spec.timeout_ms
-            .map_or(Value::nothing(span), |ms| millis(ms, span)),
-    );
-    rec.push("after", ids(&spec.after, span));
-    rec.push("params", json_to_value(&spec.params, span));
-    rec.push("state", state_details(&task.state, span));
-    rec.push(
-        "progress_message",
-        opt_string(
-            task.progress.as_ref().and_then(|p| p.message.as_deref()),
-            span,
-        ),
-    );
-    let attempts = task.attempts.iter().map(|a| attempt(a, span)).collect();
-    rec.push("attempt_history", Value::list(attempts, span));
-    Value::record(rec, span)
+    let detail = TaskDetail {
+        kind,
+        script,
+        retries: spec.retries,
+        backoff: Duration::millis(spec.backoff.initial_ms),
+        max_backoff: Duration::millis(spec.backoff.max_ms),
+        timeout: spec.timeout_ms.map(Duration::millis),
+        after: ids(&spec.after),
+        params: spec.params.clone(),
+        state: state_details(&task.state, span),
+        progress_message: task.progress.as_ref().and_then(|p| p.message.clone()),
+        attempt_history: task.attempts.iter().map(AttemptRow::of).collect(),
+    };
+    joined(TaskRow::of(task), detail, span)
 }
 
-fn ids(ids: &[u64], span: Span) -> Value {
-    Value::list(
-        ids.iter().map(|id| Value::int(*id as i64, span)).collect(),
-        span,
-    )
+fn ids(ids: &[u64]) -> Vec<i64> {
+    ids.iter().map(|id| *id as i64).collect()
 }
 
 /// The data that belongs to the task's state (what it waits on, when it retries...).
 fn state_details(state: &TaskState, span: Span) -> Value {
     let mut rec = Record::new();
+    let date = |at: &DateTime<Utc>| Value::date(at.fixed_offset(), span);
     match state {
-        TaskState::Blocked { waiting_on } => rec.push("waiting_on", ids(waiting_on, span)),
-        TaskState::Queued { since } => rec.push("since", date(*since, span)),
+        TaskState::Blocked { waiting_on } => {
+            rec.push("waiting_on", ids(waiting_on).into_value(span))
+        }
+        TaskState::Queued { since } => rec.push("since", date(since)),
         TaskState::Running {
             attempt,
             started_at,
         } => {
-            rec.push("attempt", Value::int(i64::from(*attempt), span));
-            rec.push("started_at", date(*started_at, span));
+            rec.push("attempt", attempt.into_value(span));
+            rec.push("started_at", date(started_at));
         }
         TaskState::RetryWaiting {
             next_attempt,
             retry_at,
         } => {
-            rec.push("next_attempt", Value::int(i64::from(*next_attempt), span));
-            rec.push("retry_at", date(*retry_at, span));
+            rec.push("next_attempt", next_attempt.into_value(span));
+            rec.push("retry_at", date(retry_at));
         }
-        TaskState::Succeeded { finished_at } => rec.push("finished_at", date(*finished_at, span)),
+        TaskState::Succeeded { finished_at } => rec.push("finished_at", date(finished_at)),
         TaskState::Failed {
             finished_at,
             reason,
         } => {
-            rec.push("finished_at", date(*finished_at, span));
+            rec.push("finished_at", date(finished_at));
             rec.push("reason", Value::string(reason.describe(), span));
         }
-        TaskState::Cancelled { at } => rec.push("at", date(*at, span)),
+        TaskState::Cancelled { at } => rec.push("at", date(at)),
         TaskState::DependencyFailed { at, dependency } => {
-            rec.push("at", date(*at, span));
+            rec.push("at", date(at));
             rec.push("dependency", Value::int(*dependency as i64, span));
         }
     }
     Value::record(rec, span)
 }
 
-fn attempt(a: &Attempt, span: Span) -> Value {
-    Value::record(
-        record! {
-            "attempt" => Value::int(i64::from(a.number), span),
-            "started" => date(a.started_at, span),
-            "finished" => opt_date(a.finished_at, span),
-            "duration" => a.finished_at.map_or(Value::nothing(span), |f| between(a.started_at, f, span)),
-            "outcome" => opt_string(a.outcome.as_ref().map(|o| o.describe()).as_deref(), span),
-            "exit_code" => exit_code(a.outcome.as_ref(), span),
-        },
-        span,
-    )
+/// One attempt of `orch task`'s `attempt_history`.
+#[derive(IntoValue)]
+struct AttemptRow {
+    attempt: u32,
+    started: DateTime<FixedOffset>,
+    finished: Option<DateTime<FixedOffset>>,
+    duration: Option<Duration>,
+    outcome: Option<String>,
+    exit_code: Option<i64>,
+}
+
+impl AttemptRow {
+    fn of(a: &Attempt) -> AttemptRow {
+        AttemptRow {
+            attempt: a.number,
+            started: date(a.started_at),
+            finished: a.finished_at.map(date),
+            duration: a.finished_at.map(|f| Duration::between(a.started_at, f)),
+            outcome: a.outcome.as_ref().map(AttemptOutcome::describe),
+            exit_code: exit_code(a.outcome.as_ref()),
+        }
+    }
+}
+
+/// One event of `orch watch`.
+#[derive(IntoValue)]
+struct EventRow {
+    seq: i64,
+    at: DateTime<FixedOffset>,
+    task: i64,
+    event: &'static str,
+    details: serde_json::Value,
 }
 
 /// One event of `orch watch`.
@@ -186,112 +252,116 @@ pub fn event(event: &Event, span: Span) -> Value {
         _ => serde_json::Map::new(),
     };
     details.remove("type");
-    Value::record(
-        record! {
-            "seq" => Value::int(event.seq as i64, span),
-            "at" => date(event.at, span),
-            "task" => Value::int(event.task as i64, span),
-            "event" => Value::string(event.kind.name(), span),
-            "details" => json_to_value(&serde_json::Value::Object(details), span),
-        },
-        span,
-    )
+    EventRow {
+        seq: event.seq as i64,
+        at: date(event.at),
+        task: event.task as i64,
+        event: event.kind.name(),
+        details: serde_json::Value::Object(details),
+    }
+    .into_value(span)
+}
+
+/// One row of `orch audit`.
+#[derive(IntoValue)]
+struct AuditRow {
+    seq: i64,
+    at: DateTime<FixedOffset>,
+    uid: u32,
+    interface: String,
+    action: String,
+    ok: bool,
+    outcome: String,
+    params: serde_json::Value,
+    hash: String,
 }
 
 /// One row of `orch audit`.
 pub fn audit_entry(entry: &AuditEntry, span: Span) -> Value {
-    Value::record(
-        record! {
-            "seq" => Value::int(entry.seq as i64, span),
-            "at" => date(entry.at, span),
-            "uid" => Value::int(i64::from(entry.actor.uid), span),
-            "interface" => Value::string(&entry.actor.interface, span),
-            "action" => Value::string(&entry.action, span),
-            "ok" => Value::bool(entry.ok, span),
-            "outcome" => Value::string(&entry.outcome, span),
-            "params" => json_to_value(&entry.params, span),
-            "hash" => Value::string(&entry.hash, span),
-        },
-        span,
-    )
+    AuditRow {
+        seq: entry.seq as i64,
+        at: date(entry.at),
+        uid: entry.actor.uid,
+        interface: entry.actor.interface.clone(),
+        action: entry.action.clone(),
+        ok: entry.ok,
+        outcome: entry.outcome.clone(),
+        params: entry.params.clone(),
+        hash: entry.hash.clone(),
+    }
+    .into_value(span)
+}
+
+/// The record of `orch health`.
+#[derive(IntoValue)]
+struct HealthRow {
+    status: &'static str,
+    version: String,
+    protocol: u32,
+    pid: u32,
+    started: DateTime<FixedOffset>,
+    uptime: Duration,
+    storage: String,
+    data_dir: String,
+    socket: String,
+    parallel_limit: i64,
+    tasks: Record,
 }
 
 /// The record of `orch health`.
 pub fn health(report: &HealthReport, span: Span) -> Value {
-    let mut counts = Record::new();
+    let mut tasks = Record::new();
     for status in TaskStatus::ALL {
         let n = report.counts.get(&status).copied().unwrap_or(0);
-        counts.push(status.as_str(), Value::int(n as i64, span));
+        tasks.push(status.as_str(), Value::int(n as i64, span));
     }
-    Value::record(
-        record! {
-            "status" => Value::string("ok", span),
-            "version" => Value::string(&report.version, span),
-            "protocol" => Value::int(i64::from(report.protocol), span),
-            "pid" => Value::int(i64::from(report.pid), span),
-            "started" => date(report.started_at, span),
-            "uptime" => between(report.started_at, Utc::now(), span),
-            "storage" => Value::string(&report.storage, span),
-            "data_dir" => Value::string(report.data_dir.display().to_string(), span),
-            "socket" => Value::string(report.socket.display().to_string(), span),
-            "parallel_limit" => Value::int(report.parallel_limit as i64, span),
-            "tasks" => Value::record(counts, span),
-        },
-        span,
-    )
+    HealthRow {
+        status: "ok",
+        version: report.version.clone(),
+        protocol: report.protocol,
+        pid: report.pid,
+        started: date(report.started_at),
+        uptime: Duration::between(report.started_at, Utc::now()),
+        storage: report.storage.clone(),
+        data_dir: report.data_dir.display().to_string(),
+        socket: report.socket.display().to_string(),
+        parallel_limit: report.parallel_limit as i64,
+        tasks,
+    }
+    .into_value(span)
 }
 
-/// A JSON value as a Nushell value.
-pub fn json_to_value(json: &serde_json::Value, span: Span) -> Value {
-    match json {
-        serde_json::Value::Null => Value::nothing(span),
-        serde_json::Value::Bool(b) => Value::bool(*b, span),
-        serde_json::Value::Number(n) => match n.as_i64() {
-            Some(i) => Value::int(i, span),
-            None => Value::float(n.as_f64().unwrap_or(f64::NAN), span),
-        },
-        serde_json::Value::String(s) => Value::string(s, span),
-        serde_json::Value::Array(items) => {
-            Value::list(items.iter().map(|v| json_to_value(v, span)).collect(), span)
-        }
-        serde_json::Value::Object(map) => Value::record(
-            map.iter()
-                .map(|(k, v)| (k.clone(), json_to_value(v, span)))
-                .collect(),
-            span,
-        ),
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// A Nushell value as JSON, for task parameters. Datetimes become RFC 3339 strings,
-/// durations and file sizes become integers (nanoseconds, bytes).
-pub fn value_to_json(value: &Value) -> Result<serde_json::Value, LabeledError> {
-    use serde_json::Value as J;
-    Ok(match value {
-        Value::Nothing { .. } => J::Null,
-        Value::Bool { val, .. } => J::Bool(*val),
-        Value::Int { val, .. } => J::from(*val),
-        Value::Float { val, .. } => J::from(*val),
-        Value::String { val, .. } | Value::Glob { val, .. } => J::String(val.clone()),
-        Value::Date { val, .. } => J::String(val.to_rfc3339()),
-        Value::Duration { val, .. } => J::from(*val),
-        Value::Filesize { val, .. } => J::from(val.get()),
-        Value::List { vals, .. } => {
-            J::Array(vals.iter().map(value_to_json).collect::<Result<_, _>>()?)
-        }
-        Value::Record { val, .. } => J::Object(
-            val.iter()
-                .map(|(k, v)| Ok((k.clone(), value_to_json(v)?)))
-                .collect::<Result<_, LabeledError>>()?,
-        ),
-        other => {
-            return Err(LabeledError::new("cannot pass this value to a task").with_label(
-                format!(
-                    "a {} cannot be turned into task parameters (use records, lists, strings, numbers, booleans, dates, durations)",
-                    other.get_type()
-                ),
-                other.span(),
-            ));
-        }
-    })
+    #[test]
+    fn task_columns_keep_their_nushell_types() {
+        let at = |s: i64| DateTime::from_timestamp(1_700_000_000 + s, 0).unwrap();
+        let mut spec = orch_protocol::TaskSpec::command("true", Vec::new());
+        spec.timeout_ms = Some(1500);
+        let task = Task {
+            id: 7,
+            spec,
+            state: TaskState::Succeeded { finished_at: at(3) },
+            submitted_at: at(0),
+            attempts: vec![Attempt {
+                number: 1,
+                started_at: at(1),
+                finished_at: Some(at(3)),
+                outcome: Some(AttemptOutcome::Exited { code: 0 }),
+            }],
+            attempts_before_retry: 0,
+            progress: None,
+        };
+        let span = Span::test_data();
+        let detail = task_detail(&task, span);
+        let column = |name: &str| detail.get_data_by_key(name).unwrap();
+        assert_eq!(column("id"), Value::int(7, span));
+        assert_eq!(column("submitted"), Value::date(at(0).fixed_offset(), span));
+        assert_eq!(column("duration"), Value::duration(2_000_000_000, span));
+        assert_eq!(column("timeout"), Value::duration(1_500_000_000, span));
+        assert_eq!(column("label"), Value::nothing(span));
+        assert_eq!(column("exit_code"), Value::int(0, span));
+    }
 }

@@ -1,18 +1,21 @@
 //! A Nushell plugin whose `orch ...` commands drive the provisioning orchestrator daemon.
 //!
 //! Layout:
-//! - [`commands`]: one file per command (`orch submit`, `orch tasks`, ...).
+//! - [`commands`]: one file per command (`orch submit`, `orch tasks`, ...), their registry,
+//!   and the modules they share (arguments, the command-by-id shape, the workflow flags).
 //! - [`connection`]: finding the socket, a cached connection for quick commands, fresh
 //!   connections for streams, and daemon errors as `LabeledError`s pointing at the
 //!   offending argument.
 //! - [`convert`]: tasks, events and health reports as Nushell values with real types
-//!   (datetime, duration), and JSON ↔ Nushell values for task parameters.
+//!   (datetime, duration): rows are structs deriving `IntoValue`.
+//! - [`json`]: Nushell values as JSON (task parameters, request records).
 //! - [`testenv_values`]: test environments and topologies as Nushell values.
 //! - [`workflow_values`]: workflows, plans and the extensions registry as Nushell values.
 
 pub mod commands;
 pub mod connection;
 pub mod convert;
+pub mod json;
 pub mod testenv_values;
 pub mod workflow_values;
 

@@ -1,13 +1,38 @@
-//! Nushell values for test environments and topologies.
+//! Nushell values for test environments and topologies (rows derive [`IntoValue`], as in
+//! [`crate::convert`]).
 
-use nu_protocol::{LabeledError, Span, Value, record};
+use chrono::{DateTime, FixedOffset};
+use nu_protocol::{IntoValue, LabeledError, Span, Value};
 use orch_protocol::{EnvState, TestEnv};
 
-use crate::convert::{date, json_to_value};
+use crate::convert::date;
 
 /// A serializable value as a Nushell value (through JSON).
 fn value_of<T: serde::Serialize>(item: &T, span: Span) -> Value {
-    json_to_value(&serde_json::to_value(item).unwrap_or_default(), span)
+    serde_json::to_value(item)
+        .unwrap_or_default()
+        .into_value(span)
+}
+
+/// One test environment: its status, stage and error at the top, then its nodes,
+/// probes, test results and (when it failed) diagnostics.
+#[derive(IntoValue)]
+struct EnvRow {
+    id: i64,
+    name: String,
+    kind: String,
+    status: &'static str,
+    stage: Option<&'static str>,
+    error: Option<String>,
+    tests: String,
+    created: DateTime<FixedOffset>,
+    expires: DateTime<FixedOffset>,
+    network: String,
+    nodes: Value,
+    probes: Value,
+    results: Value,
+    state: Value,
+    diagnostics: Option<Value>,
 }
 
 /// One test environment: its status, stage and error at the top, then its nodes,
@@ -15,34 +40,30 @@ fn value_of<T: serde::Serialize>(item: &T, span: Span) -> Value {
 pub fn env(env: &TestEnv, span: Span) -> Value {
     let (stage, error) = match &env.state {
         EnvState::Starting { stage, .. } => (Some(stage.as_str()), None),
-        EnvState::Failed { stage, error, .. } => (Some(stage.as_str()), Some(error.as_str())),
+        EnvState::Failed { stage, error, .. } => (Some(stage.as_str()), Some(error.clone())),
         EnvState::Deleting { .. } => (Some("deleting"), None),
         _ => (None, None),
     };
-    let opt = |s: Option<&str>| s.map_or(Value::nothing(span), |s| Value::string(s, span));
     let passed = env.results.iter().filter(|r| r.passed).count();
-    Value::record(
-        record! {
-            "id" => Value::int(env.id as i64, span),
-            "name" => Value::string(&env.name, span),
-            "kind" => Value::string(&env.kind, span),
-            "status" => Value::string(env.state.status(), span),
-            "stage" => opt(stage),
-            "error" => opt(error),
-            "tests" => Value::string(format!("{passed}/{} passed", env.results.len()), span),
-            "created" => date(env.created_at, span),
-            "expires" => date(env.expires_at, span),
-            "network" => Value::string(&env.network, span),
-            "nodes" => value_of(&env.nodes, span),
-            "probes" => value_of(&env.probes, span),
-            "results" => value_of(&env.results, span),
-            "state" => value_of(&env.state, span),
-            "diagnostics" => env.diagnostics.as_ref().map_or(Value::nothing(span), |d| value_of(d, span)),
-        },
-        span,
-    )
+    EnvRow {
+        id: env.id as i64,
+        name: env.name.clone(),
+        kind: env.kind.clone(),
+        status: env.state.status(),
+        stage,
+        error,
+        tests: format!("{passed}/{} passed", env.results.len()),
+        created: date(env.created_at),
+        expires: date(env.expires_at),
+        network: env.network.clone(),
+        nodes: value_of(&env.nodes, span),
+        probes: value_of(&env.probes, span),
+        results: value_of(&env.results, span),
+        state: value_of(&env.state, span),
+        diagnostics: env.diagnostics.as_ref().map(|d| value_of(d, span)),
+    }
+    .into_value(span)
 }
-
 /// A topology template.
 pub fn topology<T: serde::Serialize>(topology: &T, span: Span) -> Value {
     value_of(topology, span)

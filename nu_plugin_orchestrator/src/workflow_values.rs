@@ -1,107 +1,137 @@
-//! Nushell values for workflows, their plans and the extensions registry.
+//! Nushell values for workflows, their plans and the extensions registry (rows derive
+//! [`IntoValue`], as in [`crate::convert`]).
 
-use nu_protocol::{Record, Span, Value, record};
+use chrono::{DateTime, FixedOffset};
+use nu_protocol::{IntoValue, Record, Span, Value};
 use orch_protocol::{
-    ExtensionsReport, StatusCounts, StepStatus, WorkflowPlan, WorkflowState, WorkflowSummary,
+    ExtensionsReport, PlannedStep, StatusCounts, StepStatus, WorkflowPlan, WorkflowState,
+    WorkflowSummary,
 };
 
-use crate::convert::{date, json_to_value};
+use crate::convert::{date, int, joined};
 
-/// Strings as a list value.
-fn strings(items: &[String], span: Span) -> Value {
-    Value::list(items.iter().map(|s| Value::string(s, span)).collect(), span)
+/// Counts by status as a record (one int column per status, in life-cycle order).
+fn counts(counts: &StatusCounts, span: Span) -> Record {
+    counts
+        .by_name()
+        .into_iter()
+        .map(|(status, n)| (status.to_string(), Value::int(int(n), span)))
+        .collect()
 }
 
-/// The state's own data: when it ended, why, which steps failed.
-fn state_fields(state: &WorkflowState, rec: &mut Record, span: Span) {
-    let (finished, reason, failed) = match state {
-        WorkflowState::Running { .. } => (None, None, None),
-        WorkflowState::Succeeded { finished_at } => (Some(*finished_at), None, None),
-        WorkflowState::Failed {
-            finished_at,
-            failed,
-        } => (Some(*finished_at), None, Some(failed)),
-        WorkflowState::Cancelled { at } => (Some(*at), None, None),
-        WorkflowState::RollingBack { reason, .. } => (None, Some(reason), None),
-        WorkflowState::RolledBack {
-            finished_at,
-            reason,
-        } => (Some(*finished_at), Some(reason), None),
-        WorkflowState::RollbackFailed {
-            finished_at,
-            failed,
-        } => (Some(*finished_at), None, Some(failed)),
-    };
-    rec.push(
-        "finished",
-        finished.map_or(Value::nothing(span), |f| date(f, span)),
-    );
-    rec.push(
-        "reason",
-        reason.map_or(Value::nothing(span), |r| Value::string(r, span)),
-    );
-    rec.push(
-        "failed",
-        failed.map_or(Value::nothing(span), |f| strings(f, span)),
-    );
+/// One row of `orch workflow list`: the state's own data (when it ended, why, which
+/// steps failed) after its counts.
+#[derive(IntoValue)]
+struct WorkflowRow {
+    id: i64,
+    name: String,
+    kind: &'static str,
+    status: &'static str,
+    steps: i64,
+    succeeded: i64,
+    running: i64,
+    submitted: DateTime<FixedOffset>,
+    finished: Option<DateTime<FixedOffset>>,
+    reason: Option<String>,
+    failed: Option<Vec<String>>,
 }
 
-/// Counts by status as a record.
-fn counts(counts: &StatusCounts, span: Span) -> Value {
-    let int = |n: u64| Value::int(i64::try_from(n).unwrap_or(i64::MAX), span);
-    Value::record(
-        record! {
-            "blocked" => int(counts.blocked),
-            "queued" => int(counts.queued),
-            "running" => int(counts.running),
-            "retry_waiting" => int(counts.retry_waiting),
-            "succeeded" => int(counts.succeeded),
-            "failed" => int(counts.failed),
-            "cancelled" => int(counts.cancelled),
-            "dependency_failed" => int(counts.dependency_failed),
-            "removed" => int(counts.removed),
-        },
-        span,
-    )
+impl WorkflowRow {
+    fn of(w: &WorkflowSummary) -> WorkflowRow {
+        let (finished, reason, failed) = match &w.state {
+            WorkflowState::Running { .. } => (None, None, None),
+            WorkflowState::Succeeded { finished_at } => (Some(*finished_at), None, None),
+            WorkflowState::Failed {
+                finished_at,
+                failed,
+            } => (Some(*finished_at), None, Some(failed)),
+            WorkflowState::Cancelled { at } => (Some(*at), None, None),
+            WorkflowState::RollingBack { reason, .. } => (None, Some(reason), None),
+            WorkflowState::RolledBack {
+                finished_at,
+                reason,
+            } => (Some(*finished_at), Some(reason), None),
+            WorkflowState::RollbackFailed {
+                finished_at,
+                failed,
+            } => (Some(*finished_at), None, Some(failed)),
+        };
+        WorkflowRow {
+            id: int(w.id),
+            name: w.name.clone(),
+            kind: w.kind.as_str(),
+            status: w.state.status().as_str(),
+            steps: int(w.steps),
+            succeeded: int(w.step_counts.succeeded),
+            running: int(w.step_counts.running),
+            submitted: date(w.submitted_at),
+            finished: finished.map(date),
+            reason: reason.cloned(),
+            failed: failed.cloned(),
+        }
+    }
 }
 
 /// One row of `orch workflow list`.
 pub fn workflow_row(w: &WorkflowSummary, span: Span) -> Value {
-    let int = |n: u64| Value::int(i64::try_from(n).unwrap_or(i64::MAX), span);
-    let mut rec = record! {
-        "id" => int(w.id),
-        "name" => Value::string(&w.name, span),
-        "kind" => Value::string(w.kind.as_str(), span),
-        "status" => Value::string(w.state.status().as_str(), span),
-        "steps" => int(w.steps),
-        "succeeded" => int(w.step_counts.succeeded),
-        "running" => int(w.step_counts.running),
-        "submitted" => date(w.submitted_at, span),
-    };
-    state_fields(&w.state, &mut rec, span);
-    Value::record(rec, span)
+    WorkflowRow::of(w).into_value(span)
+}
+
+/// What a summary shows besides the row: its settings, and its steps and compensations
+/// counted by status.
+#[derive(IntoValue)]
+struct SummaryColumns {
+    priority: i32,
+    parallel_limit: Option<u32>,
+    rollback_enabled: bool,
+    waves: Option<i64>,
+    step_counts: Record,
+    compensations: i64,
+    compensation_counts: Record,
 }
 
 /// A workflow's summary as a record: the row plus its settings and its steps and
 /// compensations counted by status.
 pub fn workflow_summary(w: &WorkflowSummary, span: Span) -> Value {
-    let Value::Record { val, .. } = workflow_row(w, span) else {
-        unreachable!("workflow_row returns a record")
+    let columns = SummaryColumns {
+        priority: w.priority,
+        parallel_limit: w.parallel_limit,
+        rollback_enabled: w.rollback_enabled,
+        waves: w.waves.map(int),
+        step_counts: counts(&w.step_counts, span),
+        compensations: int(w.compensations),
+        compensation_counts: counts(&w.compensation_counts, span),
     };
-    let mut rec = val.into_owned();
-    let int = |n: u64| Value::int(i64::try_from(n).unwrap_or(i64::MAX), span);
-    rec.push("priority", Value::int(i64::from(w.priority), span));
-    rec.push(
-        "parallel_limit",
-        w.parallel_limit
-            .map_or(Value::nothing(span), |l| Value::int(i64::from(l), span)),
-    );
-    rec.push("rollback_enabled", Value::bool(w.rollback_enabled, span));
-    rec.push("waves", w.waves.map_or(Value::nothing(span), int));
-    rec.push("step_counts", counts(&w.step_counts, span));
-    rec.push("compensations", int(w.compensations));
-    rec.push("compensation_counts", counts(&w.compensation_counts, span));
-    Value::record(rec, span)
+    joined(WorkflowRow::of(w), columns, span)
+}
+
+/// A step of `orch workflow show`'s `step_list`.
+#[derive(IntoValue)]
+struct StepRow {
+    step: String,
+    task: i64,
+    status: Option<&'static str>,
+    description: String,
+    dependencies: Vec<String>,
+    soft_dependencies: Vec<String>,
+    has_rollback: bool,
+}
+
+/// A compensation of `orch workflow show`'s `rollback` list.
+#[derive(IntoValue)]
+struct CompensationRow {
+    step: String,
+    task: i64,
+    status: Option<&'static str>,
+    round: u32,
+}
+
+/// What `orch workflow show` adds to the summary.
+#[derive(IntoValue)]
+struct DetailColumns {
+    step_list: Vec<StepRow>,
+    rollback: Vec<CompensationRow>,
+    request: Option<serde_json::Value>,
 }
 
 /// The full record of `orch workflow show`: the summary plus the given steps
@@ -112,92 +142,88 @@ pub fn workflow_detail(
     request: Option<&serde_json::Value>,
     span: Span,
 ) -> Value {
-    let Value::Record { val, .. } = workflow_summary(w, span) else {
-        unreachable!("workflow_summary returns a record")
+    let status = |e: &StepStatus| e.status.map(|s| s.as_str());
+    let (rollbacks, steps): (Vec<&StepStatus>, Vec<&StepStatus>) =
+        entries.iter().partition(|e| e.rollback);
+    let columns = DetailColumns {
+        step_list: steps
+            .into_iter()
+            .map(|s| StepRow {
+                step: s.id.clone(),
+                task: s.task as i64,
+                status: status(s),
+                description: s.description.clone(),
+                dependencies: s.dependencies.clone(),
+                soft_dependencies: s.soft_dependencies.clone(),
+                has_rollback: s.has_rollback,
+            })
+            .collect(),
+        rollback: rollbacks
+            .into_iter()
+            .map(|r| CompensationRow {
+                step: r.id.clone(),
+                task: r.task as i64,
+                status: status(r),
+                round: r.round.unwrap_or(0),
+            })
+            .collect(),
+        request: request.cloned(),
     };
-    let mut rec = val.into_owned();
-    let status = |e: &StepStatus| {
-        e.status
-            .map_or(Value::nothing(span), |s| Value::string(s.as_str(), span))
-    };
-    let steps = entries
-        .iter()
-        .filter(|e| !e.rollback)
-        .map(|s| {
-            Value::record(
-                record! {
-                    "step" => Value::string(&s.id, span),
-                    "task" => Value::int(s.task as i64, span),
-                    "status" => status(s),
-                    "description" => Value::string(&s.description, span),
-                    "dependencies" => strings(&s.dependencies, span),
-                    "soft_dependencies" => strings(&s.soft_dependencies, span),
-                    "has_rollback" => Value::bool(s.has_rollback, span),
-                },
-                span,
-            )
-        })
-        .collect();
-    rec.push("step_list", Value::list(steps, span));
-    let rollbacks = entries
-        .iter()
-        .filter(|e| e.rollback)
-        .map(|r| {
-            Value::record(
-                record! {
-                    "step" => Value::string(&r.id, span),
-                    "task" => Value::int(r.task as i64, span),
-                    "status" => status(r),
-                    "round" => Value::int(i64::from(r.round.unwrap_or(0)), span),
-                },
-                span,
-            )
-        })
-        .collect();
-    rec.push("rollback", Value::list(rollbacks, span));
-    rec.push(
-        "request",
-        request.map_or(Value::nothing(span), |r| json_to_value(r, span)),
-    );
-    Value::record(rec, span)
+    joined(workflow_summary(w, span), columns, span)
+}
+
+/// A step of a plan.
+#[derive(IntoValue)]
+struct PlannedRow {
+    step: String,
+    description: String,
+    dependencies: Vec<String>,
+    soft_dependencies: Vec<String>,
+    has_rollback: bool,
+}
+
+impl PlannedRow {
+    fn of(s: &PlannedStep) -> PlannedRow {
+        PlannedRow {
+            step: s.id.clone(),
+            description: s.description.clone(),
+            dependencies: s.dependencies.clone(),
+            soft_dependencies: s.soft_dependencies.clone(),
+            has_rollback: s.has_rollback,
+        }
+    }
+}
+
+/// A plan: its counts, its waves, its rollback waves and its steps.
+#[derive(IntoValue)]
+struct PlanRow {
+    name: String,
+    kind: &'static str,
+    parallel_limit: u32,
+    step_count: i64,
+    wave_count: i64,
+    rollback_wave_count: i64,
+    truncated: bool,
+    waves: Vec<Vec<String>>,
+    rollback_waves: Vec<Vec<String>>,
+    steps: Vec<PlannedRow>,
 }
 
 /// A plan: its waves, its rollback waves and its steps.
 pub fn plan(plan: &WorkflowPlan, span: Span) -> Value {
-    let waves =
-        |waves: &[Vec<String>]| Value::list(waves.iter().map(|w| strings(w, span)).collect(), span);
-    let steps = plan
-        .steps
-        .iter()
-        .map(|s| {
-            Value::record(
-                record! {
-                    "step" => Value::string(&s.id, span),
-                    "description" => Value::string(&s.description, span),
-                    "dependencies" => strings(&s.dependencies, span),
-                    "soft_dependencies" => strings(&s.soft_dependencies, span),
-                    "has_rollback" => Value::bool(s.has_rollback, span),
-                },
-                span,
-            )
-        })
-        .collect();
-    let int = |n: u64| Value::int(i64::try_from(n).unwrap_or(i64::MAX), span);
-    Value::record(
-        record! {
-            "name" => Value::string(&plan.name, span),
-            "kind" => Value::string(plan.kind.as_str(), span),
-            "parallel_limit" => Value::int(i64::from(plan.parallel_limit), span),
-            "step_count" => int(plan.step_count),
-            "wave_count" => int(plan.wave_count),
-            "rollback_wave_count" => int(plan.rollback_wave_count),
-            "truncated" => Value::bool(plan.truncated, span),
-            "waves" => waves(&plan.waves),
-            "rollback_waves" => waves(&plan.rollback_waves),
-            "steps" => Value::list(steps, span),
-        },
-        span,
-    )
+    PlanRow {
+        name: plan.name.clone(),
+        kind: plan.kind.as_str(),
+        parallel_limit: plan.parallel_limit,
+        step_count: int(plan.step_count),
+        wave_count: int(plan.wave_count),
+        rollback_wave_count: int(plan.rollback_wave_count),
+        truncated: plan.truncated,
+        waves: plan.waves.clone(),
+        rollback_waves: plan.rollback_waves.clone(),
+        steps: plan.steps.iter().map(PlannedRow::of).collect(),
+    }
+    .into_value(span)
 }
 
 /// Which part of the registry `orch extensions ...` shows.
@@ -211,6 +237,14 @@ pub enum ExtensionKind {
     Clusters,
 }
 
+/// A manifest that could not be loaded, as a row among the extensions.
+#[derive(IntoValue)]
+struct ProblemRow {
+    name: String,
+    path: String,
+    problem: String,
+}
+
 /// The rows of one part of the registry (as the JSON the daemon sent, made Nushell
 /// values), followed by the manifests that could not be loaded, as rows with `problem`.
 pub fn extensions(report: &ExtensionsReport, kind: ExtensionKind, span: Span) -> Value {
@@ -219,7 +253,7 @@ pub fn extensions(report: &ExtensionsReport, kind: ExtensionKind, span: Span) ->
         ExtensionKind::Taskservs => (serde_json::to_value(&report.taskservs), "taskservs"),
         ExtensionKind::Clusters => (serde_json::to_value(&report.clusters), "clusters"),
     };
-    let mut rows = match json_to_value(&items.unwrap_or_default(), span) {
+    let mut rows = match items.unwrap_or_default().into_value(span) {
         Value::List { vals, .. } => vals.into_owned(),
         _ => Vec::new(),
     };
@@ -228,18 +262,63 @@ pub fn extensions(report: &ExtensionsReport, kind: ExtensionKind, span: Span) ->
         .iter()
         .filter(|p| p.path.components().any(|c| c.as_os_str() == folder));
     for problem in problems {
-        rows.push(Value::record(
-            record! {
-                "name" => Value::string(
-                    problem.path.parent().and_then(|d| d.file_name())
-                        .map_or(String::new(), |n| n.to_string_lossy().into_owned()),
-                    span,
-                ),
-                "path" => Value::string(problem.path.display().to_string(), span),
-                "problem" => Value::string(&problem.problem, span),
-            },
-            span,
-        ));
+        let name = problem.path.parent().and_then(|d| d.file_name());
+        let row = ProblemRow {
+            name: name.map_or(String::new(), |n| n.to_string_lossy().into_owned()),
+            path: problem.path.display().to_string(),
+            problem: problem.problem.clone(),
+        };
+        rows.push(row.into_value(span));
     }
     Value::list(rows, span)
+}
+
+#[cfg(test)]
+mod tests {
+    use orch_protocol::{TaskStatus, WorkflowKind};
+
+    use super::*;
+
+    #[test]
+    fn a_summary_has_its_dates_and_its_counts_in_life_cycle_order() {
+        let at = chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        let mut step_counts = StatusCounts::default();
+        step_counts.add(Some(TaskStatus::Succeeded));
+        let summary = WorkflowSummary {
+            id: 3,
+            name: "w".into(),
+            kind: WorkflowKind::Batch,
+            submitted_at: at,
+            priority: 0,
+            parallel_limit: None,
+            rollback_enabled: false,
+            state: WorkflowState::Succeeded { finished_at: at },
+            last_event: 9,
+            steps: 1,
+            step_counts,
+            compensations: 0,
+            compensation_counts: StatusCounts::default(),
+            waves: Some(1),
+        };
+        let span = Span::test_data();
+        let value = workflow_summary(&summary, span);
+        let column = |name: &str| value.get_data_by_key(name).unwrap();
+        assert_eq!(column("finished"), Value::date(at.fixed_offset(), span));
+        assert_eq!(column("failed"), Value::nothing(span));
+        let counts = column("step_counts");
+        let names: Vec<&str> = counts
+            .as_record()
+            .unwrap()
+            .columns()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            names[..5],
+            ["blocked", "queued", "running", "retry_waiting", "succeeded"]
+        );
+        assert_eq!(
+            counts.get_data_by_key("succeeded"),
+            Some(Value::int(1, span))
+        );
+    }
 }

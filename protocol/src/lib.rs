@@ -4,9 +4,13 @@
 //! Layout:
 //! - [`frame`]: length-prefixed frames (`u32` big-endian length, then a JSON body) with a
 //!   maximum size, and a blocking reader that can be interrupted between reads.
-//! - [`types`]: the task model shared by both sides (specs, states, attempts, events).
-//! - [`workflow`]: workflow requests, their stored record and plan, and the extensions
-//!   (providers, taskservs, clusters) they are built from.
+//! - [`task`]: a task as submitted (its spec) and as stored; [`state`]: its states and
+//!   the outcomes of its attempts.
+//! - [`event`]: the event log's entries; [`health`]: the daemon's health report;
+//!   [`audit`]: the audit log's entries and its check; [`filters`]: which tasks a list or a
+//!   clean is about.
+//! - [`workflow`]: workflow requests, their stored record, views and plan.
+//! - [`extensions`]: the providers, taskservs and clusters workflows are built from.
 //! - [`testenv`]: test environments (requests, stored records, topologies).
 //! - [`message`]: the handshake and the typed requests and responses.
 //! - [`client`]: a blocking client over a Unix socket (no async runtime, so the plugin
@@ -20,18 +24,30 @@
 //! (`Watch`, `Logs` with `follow`), which get any number of items ended by
 //! [`message::Response::StreamEnd`].
 
+pub mod audit;
 pub mod client;
+pub mod event;
+pub mod extensions;
+pub mod filters;
 pub mod frame;
+pub mod health;
 pub mod message;
 pub mod paths;
+pub mod state;
+pub mod task;
 pub mod testenv;
-pub mod types;
 pub mod workflow;
 
+pub use audit::*;
 pub use client::{Client, ClientError};
+pub use event::*;
+pub use extensions::*;
+pub use filters::*;
+pub use health::*;
 pub use message::{ErrorKind, ErrorReply, Hello, Request, Response, Welcome};
+pub use state::*;
+pub use task::*;
 pub use testenv::*;
-pub use types::*;
 pub use workflow::*;
 
 /// Version of the wire protocol. Bumped on any incompatible change; both sides refuse a

@@ -2,14 +2,15 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::audit::{AuditEntry, AuditFilter, AuditReport};
+use crate::event::Event;
+use crate::extensions::ExtensionsReport;
+use crate::filters::{CleanFilter, TaskFilter};
+use crate::health::HealthReport;
+use crate::task::{Task, TaskId, TaskSpec};
 use crate::testenv::{EnvId, EnvRequest, TestEnv, TopologiesReport};
-use crate::types::{
-    AuditEntry, AuditFilter, AuditReport, CleanFilter, Event, HealthReport, Task, TaskFilter,
-    TaskId, TaskSpec,
-};
 use crate::workflow::{
-    ExtensionsReport, WorkflowId, WorkflowPlan, WorkflowRequest, WorkflowSubmitted,
-    WorkflowSummary, WorkflowView,
+    WorkflowId, WorkflowPlan, WorkflowRequest, WorkflowSubmitted, WorkflowSummary, WorkflowView,
 };
 
 /// The first frame a client sends.

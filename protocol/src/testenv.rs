@@ -393,5 +393,5 @@ pub struct TopologiesReport {
     /// The templates, by name.
     pub topologies: Vec<Topology>,
     /// Files that could not be read.
-    pub problems: Vec<crate::workflow::ManifestProblem>,
+    pub problems: Vec<crate::extensions::ManifestProblem>,
 }

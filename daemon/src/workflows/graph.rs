@@ -1,5 +1,6 @@
-//! The step graph: validation (unknown references, duplicates, cycles named), a stable
-//! topological order, the plan's waves, and the order of compensations in a rollback.
+//! Dependency graphs: validation of a workflow's steps (unknown references, duplicates,
+//! cycles named), the one topological order (of steps, and of the taskservs a request
+//! brings), the plan's waves, and the order of compensations in a rollback.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -17,15 +18,57 @@ pub trait Node {
     fn soft(&self) -> &[String];
 }
 
+/// Why a workflow's steps do not form a DAG.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GraphError {
+    /// A step has no id.
+    #[error("step #{index} has an empty id")]
+    EmptyId {
+        /// Its position.
+        index: usize,
+    },
+    /// Two steps share an id.
+    #[error("step id `{id}` is used twice")]
+    DuplicateId {
+        /// The id.
+        id: String,
+    },
+    /// A step names itself as a dependency.
+    #[error("step `{id}` depends on itself")]
+    SelfDependency {
+        /// The step.
+        id: String,
+    },
+    /// A step depends on an id that no step has.
+    #[error("step `{step}` depends on `{dependency}`, which is not a step of this workflow")]
+    UnknownDependency {
+        /// The step.
+        step: String,
+        /// What it names.
+        dependency: String,
+    },
+    /// The dependencies form a cycle.
+    #[error(
+        "the dependencies form a cycle: {} (each step depends on the one after it)",
+        .path.join(" → ")
+    )]
+    Cycle {
+        /// The steps on it, the first one again at the end.
+        path: Vec<String>,
+    },
+}
+
 /// Edges of the step graph as indexes: `deps[i]` are the steps `i` waits for.
-pub fn dependency_indexes<N: Node>(steps: &[N]) -> Result<Vec<Vec<usize>>, String> {
+pub fn dependency_indexes<N: Node>(steps: &[N]) -> Result<Vec<Vec<usize>>, GraphError> {
     let mut index = HashMap::new();
     for (i, step) in steps.iter().enumerate() {
         if step.id().trim().is_empty() {
-            return Err(format!("step #{i} has an empty id"));
+            return Err(GraphError::EmptyId { index: i });
         }
         if index.insert(step.id(), i).is_some() {
-            return Err(format!("step id `{}` is used twice", step.id()));
+            return Err(GraphError::DuplicateId {
+                id: step.id().to_string(),
+            });
         }
     }
     steps
@@ -34,14 +77,14 @@ pub fn dependency_indexes<N: Node>(steps: &[N]) -> Result<Vec<Vec<usize>>, Strin
             let mut deps = Vec::new();
             for dep in step.hard().iter().chain(step.soft()) {
                 if dep == step.id() {
-                    return Err(format!("step `{dep}` depends on itself"));
+                    return Err(GraphError::SelfDependency { id: dep.clone() });
                 }
-                let &d = index.get(dep.as_str()).ok_or_else(|| {
-                    format!(
-                        "step `{}` depends on `{dep}`, which is not a step of this workflow",
-                        step.id()
-                    )
-                })?;
+                let &d = index
+                    .get(dep.as_str())
+                    .ok_or_else(|| GraphError::UnknownDependency {
+                        step: step.id().to_string(),
+                        dependency: dep.clone(),
+                    })?;
                 if !deps.contains(&d) {
                     deps.push(d);
                 }
@@ -51,25 +94,38 @@ pub fn dependency_indexes<N: Node>(steps: &[N]) -> Result<Vec<Vec<usize>>, Strin
         .collect()
 }
 
-/// Checks the graph and returns the steps' indexes in a topological order: level by
-/// level, in the given order within a level. A cycle is an error that names it.
-pub fn topological_order<N: Node>(steps: &[N]) -> Result<Vec<usize>, String> {
+/// Checks the graph and returns the steps' indexes in [`order`]. A cycle is an error
+/// that names it.
+pub fn topological_order<N: Node>(steps: &[N]) -> Result<Vec<usize>, GraphError> {
     let deps = dependency_indexes(steps)?;
-    let mut graph = DiGraph::<usize, ()>::with_capacity(steps.len(), steps.len());
-    let nodes: Vec<NodeIndex> = (0..steps.len()).map(|i| graph.add_node(i)).collect();
+    order(&deps).map_err(|cycle| GraphError::Cycle {
+        path: cycle
+            .into_iter()
+            .map(|i| steps[i].id().to_string())
+            .collect(),
+    })
+}
+
+/// The one topological order of a graph whose `deps[i]` are the nodes `i` waits for:
+/// level by level, in index order within a level. On a cycle, its nodes (each waits for
+/// the one after it, the first one again at the end).
+pub fn order(deps: &[Vec<usize>]) -> Result<Vec<usize>, Vec<usize>> {
+    let mut graph = DiGraph::<usize, ()>::with_capacity(deps.len(), deps.len());
+    let nodes: Vec<NodeIndex> = (0..deps.len()).map(|i| graph.add_node(i)).collect();
     for (i, ds) in deps.iter().enumerate() {
         for &d in ds {
             graph.add_edge(nodes[d], nodes[i], ());
         }
     }
     if let Err(cycle) = toposort(&graph, None) {
-        return Err(describe_cycle(&graph, cycle.node_id(), steps));
+        return Err(cycle_through(&graph, cycle.node_id()));
     }
-    Ok(waves_of(&deps, usize::MAX).into_iter().flatten().collect())
+    Ok(waves_of(deps, usize::MAX).into_iter().flatten().collect())
 }
 
-/// "a → b → c → a", for a node known to be on a cycle.
-fn describe_cycle<N: Node>(graph: &DiGraph<usize, ()>, start: NodeIndex, steps: &[N]) -> String {
+/// The cycle through `start` (a node known to be on one), as node indexes from `start`
+/// back to `start`, each waiting for the one after it.
+fn cycle_through(graph: &DiGraph<usize, ()>, start: NodeIndex) -> Vec<usize> {
     let component = tarjan_scc(graph)
         .into_iter()
         .find(|c| c.contains(&start))
@@ -98,11 +154,7 @@ fn describe_cycle<N: Node>(graph: &DiGraph<usize, ()>, start: NodeIndex, steps: 
     }
     path.push(start);
     // `path` runs backwards along the edges (dependency → dependant), from start to start.
-    let names: Vec<&str> = path.iter().map(|n| steps[graph[*n]].id()).collect();
-    format!(
-        "the dependencies form a cycle: {} (each step depends on the one after it)",
-        names.join(" → ")
-    )
+    path.iter().map(|n| graph[*n]).collect()
 }
 
 /// The waves a run would go through if every step took the same time: each wave starts
@@ -198,7 +250,7 @@ mod tests {
     #[test]
     fn a_cycle_is_named_step_by_step() {
         let steps = [s("a", &["c"]), s("b", &["a"]), s("c", &["b"]), s("d", &[])];
-        let error = topological_order(&steps).unwrap_err();
+        let error = topological_order(&steps).unwrap_err().to_string();
         assert!(
             ["a → c → b → a", "b → a → c → b", "c → b → a → c"]
                 .iter()
@@ -210,9 +262,21 @@ mod tests {
     #[test]
     fn unknown_and_duplicate_references_are_named() {
         let error = topological_order(&[s("a", &["zz"])]).unwrap_err();
-        assert!(error.contains("`a` depends on `zz`"), "{error}");
+        assert_eq!(
+            error.to_string(),
+            "step `a` depends on `zz`, which is not a step of this workflow"
+        );
         let error = topological_order(&[s("a", &[]), s("a", &[])]).unwrap_err();
-        assert!(error.contains("`a` is used twice"), "{error}");
+        assert_eq!(error.to_string(), "step id `a` is used twice");
+    }
+
+    #[test]
+    fn the_order_goes_level_by_level_in_index_order() {
+        // 0 waits for 2; 1 and 2 wait for nothing; 3 waits for 0.
+        let deps = vec![vec![2], vec![], vec![], vec![0]];
+        assert_eq!(order(&deps), Ok(vec![1, 2, 0, 3]));
+        let cycle = order(&[vec![1], vec![0]]).unwrap_err();
+        assert!(cycle == [0, 1, 0] || cycle == [1, 0, 1], "{cycle:?}");
     }
 
     #[test]

@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use super::ExpandError;
+
 /// The settings file names tried, in order, when a request names none.
 const DEFAULT_SETTINGS: [&str; 4] = [
     "settings.toml",
@@ -72,26 +74,26 @@ struct Settings {
 
 impl Infra {
     /// Finds the infra named `infra` in the workspace of `place` and reads its settings.
-    pub fn load(place: Place, infra: &str, settings: Option<&str>) -> Result<Infra, String> {
+    pub fn load(place: Place, infra: &str, settings: Option<&str>) -> Result<Infra, ExpandError> {
         super::names::plain("infra", infra)?;
         let dir = find_dir(place, infra)?;
         let settings_file = find_settings(&dir, infra, settings)?;
-        let value = read_settings(&settings_file)?;
+        let value = read_settings(&settings_file).map_err(ExpandError::Settings)?;
         let parsed: Settings = serde_json::from_value(value.clone()).map_err(|e| {
-            format!(
+            ExpandError::Settings(format!(
                 "infra `{infra}`: {} is not valid settings: {e}",
                 settings_file.display()
-            )
+            ))
         })?;
         let name = parsed.name.clone().unwrap_or_else(|| infra.to_string());
         if !super::names::is_plain(&name) {
-            return Err(format!(
+            return Err(ExpandError::Settings(format!(
                 "{}: `name` `{}` is not a plain name (letters, digits, `-`, `_` or `.`)",
                 settings_file.display(),
                 super::names::shown(&name)
-            ));
+            )));
         }
-        let servers = servers(&name, &parsed, &settings_file)?;
+        let servers = servers(&name, &parsed, &settings_file).map_err(ExpandError::Settings)?;
         Ok(Infra {
             name,
             dir,
@@ -104,14 +106,14 @@ impl Infra {
 
     /// The servers named (all when `names` is empty), or an error naming an unknown or a
     /// repeated one.
-    pub fn select(&self, names: &[String]) -> Result<Vec<&Server>, String> {
+    pub fn select(&self, names: &[String]) -> Result<Vec<&Server>, ExpandError> {
         if names.is_empty() {
             if self.servers.is_empty() {
-                return Err(format!(
+                return Err(ExpandError::Settings(format!(
                     "infra `{}` has no servers in {}",
                     self.name,
                     self.settings_file.display()
-                ));
+                )));
             }
             return Ok(self.servers.iter().collect());
         }
@@ -129,19 +131,19 @@ impl Infra {
                     .copied()
                     .ok_or_else(|| self.unknown_server(name))?;
                 if !seen.insert(name.as_str()) {
-                    return Err(format!(
+                    return Err(ExpandError::Invalid(format!(
                         "`servers`: `{}` is named twice (each server at most once)",
                         super::names::shown(name)
-                    ));
+                    )));
                 }
                 Ok(server)
             })
             .collect()
     }
 
-    fn unknown_server(&self, name: &str) -> String {
+    fn unknown_server(&self, name: &str) -> ExpandError {
         let known: Vec<&str> = self.servers.iter().map(|s| s.hostname.as_str()).collect();
-        format!(
+        ExpandError::Unknown(format!(
             "unknown server `{}` in infra `{}` (its servers: {})",
             super::names::shown(name),
             self.name,
@@ -150,7 +152,7 @@ impl Infra {
             } else {
                 known.join(", ")
             }
-        )
+        ))
     }
 
     /// `ctx.infra` for scripts.
@@ -165,9 +167,11 @@ impl Infra {
 
 /// `<workspace>/infra/<infra>`, else `<workspace>/<infra>`, canonical and inside the
 /// workspace but not in the data directory; one message for "missing" and "outside".
-fn find_dir(place: Place, infra: &str) -> Result<PathBuf, String> {
+fn find_dir(place: Place, infra: &str) -> Result<PathBuf, ExpandError> {
     let unknown = || {
-        format!("unknown infra `{infra}`: no directory infra/{infra} or {infra} in the workspace")
+        ExpandError::Unknown(format!(
+            "unknown infra `{infra}`: no directory infra/{infra} or {infra} in the workspace"
+        ))
     };
     let workspace = place.workspace.canonicalize().map_err(|_| unknown())?;
     let data_dir = place.data_dir.canonicalize().ok();
@@ -184,27 +188,29 @@ fn find_dir(place: Place, infra: &str) -> Result<PathBuf, String> {
 
 /// The settings file `named` (a plain file name, `./` allowed before it) or the first
 /// default one, canonical and directly in `dir`.
-fn find_settings(dir: &Path, infra: &str, named: Option<&str>) -> Result<PathBuf, String> {
+fn find_settings(dir: &Path, infra: &str, named: Option<&str>) -> Result<PathBuf, ExpandError> {
     let Some(named) = named else {
         return DEFAULT_SETTINGS
             .iter()
             .find_map(|f| inside(dir, f))
             .ok_or_else(|| {
-                format!(
+                ExpandError::Unknown(format!(
                     "infra `{infra}` has no settings file (looked for {})",
                     DEFAULT_SETTINGS.join(", ")
-                )
+                ))
             });
     };
     let name = named.strip_prefix("./").unwrap_or(named);
     super::names::plain("settings", name)?;
     let extension = Path::new(name).extension().and_then(|e| e.to_str());
     if !extension.is_some_and(|e| SETTINGS_EXTENSIONS.contains(&e)) {
-        return Err(format!(
+        return Err(ExpandError::Invalid(format!(
             "`settings`: `{name}` is not a settings file name (it ends in .toml, .yaml, .yml or .json)"
-        ));
+        )));
     }
-    inside(dir, name).ok_or_else(|| format!("infra `{infra}` has no settings file `{name}`"))
+    inside(dir, name).ok_or_else(|| {
+        ExpandError::Unknown(format!("infra `{infra}` has no settings file `{name}`"))
+    })
 }
 
 /// `dir/name` when it is a file whose canonical path is directly in `dir` (canonical).
@@ -213,6 +219,7 @@ fn inside(dir: &Path, name: &str) -> Option<PathBuf> {
     (path.parent() == Some(dir) && path.is_file()).then_some(path)
 }
 
+/// The settings document at `path`, or why it cannot be read.
 fn read_settings(path: &Path) -> Result<Value, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
@@ -235,6 +242,7 @@ fn read_settings(path: &Path) -> Result<Value, String> {
     Ok(value)
 }
 
+/// The servers of the settings with their providers filled in, or what is wrong with one.
 fn servers(infra: &str, settings: &Settings, file: &Path) -> Result<Vec<Server>, String> {
     let mut servers: Vec<Server> = Vec::new();
     let mut seen: HashSet<String> = HashSet::new();

@@ -1,6 +1,8 @@
 //! Names that become paths, URLs or command arguments: a request (or a settings file)
 //! may only give plain names, which are then resolved inside the daemon's own directories.
 
+use super::ExpandError;
+
 /// The longest plain name.
 const MAX_PLAIN: usize = 128;
 
@@ -19,14 +21,14 @@ pub fn is_plain(value: &str) -> bool {
 }
 
 /// `Ok` when `value` (the request's `field`) is a plain name, else an error naming both.
-pub fn plain(field: &str, value: &str) -> Result<(), String> {
+pub fn plain(field: &str, value: &str) -> Result<(), ExpandError> {
     if is_plain(value) {
         Ok(())
     } else {
-        Err(format!(
+        Err(ExpandError::Invalid(format!(
             "`{field}`: `{}` is not a plain name (1 to {MAX_PLAIN} letters, digits, `-`, `_` or `.`, not starting with `.` or `-`; no `/`)",
             shown(value)
-        ))
+        )))
     }
 }
 

@@ -6,6 +6,7 @@ use nu_protocol::{
 };
 use orch_protocol::{AuditFilter, Request, Response};
 
+use super::args;
 use crate::OrchestratorPlugin;
 use crate::connection::{labeled, unexpected};
 use crate::convert::audit_entry;
@@ -70,7 +71,7 @@ impl PluginCommand for Audit {
     ) -> Result<PipelineData, LabeledError> {
         let filter = AuditFilter {
             action: call.get_flag("action")?,
-            limit: Some(super::limit_flag(call)?.unwrap_or(100)),
+            limit: Some(args::limit_flag(call)?.unwrap_or(100)),
         };
         let entries = match plugin.call(engine, &Request::Audit { filter }) {
             Ok(Response::Audit { entries }) => entries,
@@ -88,5 +89,5 @@ impl PluginCommand for Audit {
 
 #[test]
 fn test_examples() {
-    crate::commands::test_examples(&Audit);
+    super::examples::test_examples(&Audit);
 }

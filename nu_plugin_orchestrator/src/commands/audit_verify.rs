@@ -63,5 +63,5 @@ impl SimplePluginCommand for AuditVerify {
 
 #[test]
 fn test_examples() {
-    crate::commands::test_examples(&AuditVerify);
+    super::examples::test_examples(&AuditVerify);
 }

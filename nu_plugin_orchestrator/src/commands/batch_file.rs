@@ -8,7 +8,7 @@ use orch_protocol::{BatchRequest, BatchWorkflow, WorkflowRequest};
 
 use super::workflow_args::InfraArgs;
 
-use crate::convert::value_to_json;
+use crate::json::value_to_json;
 
 /// A batch definition and the directory its relative script paths are taken from.
 pub struct Loaded {

@@ -6,6 +6,7 @@ use nu_plugin::{EngineInterface, EvaluatedCall, SimplePluginCommand};
 use nu_protocol::{Category, Example, LabeledError, Signature, SyntaxShape, Type, Value, record};
 use orch_protocol::{CleanFilter, Request, Response};
 
+use super::args;
 use crate::OrchestratorPlugin;
 use crate::connection::{labeled, unexpected};
 
@@ -81,7 +82,7 @@ impl SimplePluginCommand for Clean {
         };
         let filter = CleanFilter {
             older_than_ms: older_than,
-            status: super::statuses(call.get_flag_value("status"))?,
+            status: args::statuses(call.get_flag_value("status"))?,
         };
         let status_span = call.get_flag_span("status").unwrap_or(head);
         let ids = match plugin.call(engine, &Request::Clean { filter }) {
@@ -102,5 +103,5 @@ impl SimplePluginCommand for Clean {
 
 #[test]
 fn test_examples() {
-    crate::commands::test_examples(&Clean);
+    super::examples::test_examples(&Clean);
 }

@@ -239,5 +239,5 @@ fn wait_until_ready(
 
 #[test]
 fn test_examples() {
-    crate::commands::test_examples(&DaemonStart);
+    super::examples::test_examples(&DaemonStart);
 }

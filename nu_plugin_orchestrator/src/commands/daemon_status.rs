@@ -81,5 +81,5 @@ pub fn is_running(engine: &EngineInterface) -> bool {
 
 #[test]
 fn test_examples() {
-    crate::commands::test_examples(&DaemonStatus);
+    super::examples::test_examples(&DaemonStatus);
 }

@@ -92,5 +92,5 @@ impl SimplePluginCommand for DaemonStop {
 
 #[test]
 fn test_examples() {
-    crate::commands::test_examples(&DaemonStop);
+    super::examples::test_examples(&DaemonStop);
 }

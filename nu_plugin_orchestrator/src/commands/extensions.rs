@@ -91,7 +91,7 @@ impl SimplePluginCommand for Extensions {
 
 #[test]
 fn test_examples() {
-    crate::commands::test_examples(&PROVIDERS);
-    crate::commands::test_examples(&TASKSERVS);
-    crate::commands::test_examples(&CLUSTERS);
+    super::examples::test_examples(&PROVIDERS);
+    super::examples::test_examples(&TASKSERVS);
+    super::examples::test_examples(&CLUSTERS);
 }

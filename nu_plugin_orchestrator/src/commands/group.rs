@@ -110,12 +110,12 @@ impl SimplePluginCommand for Group {
 
 #[test]
 fn test_examples() {
-    crate::commands::test_examples(&ORCH);
-    crate::commands::test_examples(&DAEMON);
-    crate::commands::test_examples(&WORKFLOW);
-    crate::commands::test_examples(&WORKFLOW_SUBMIT);
-    crate::commands::test_examples(&EXTENSIONS);
-    crate::commands::test_examples(&TEST);
-    crate::commands::test_examples(&TEST_ENV);
-    crate::commands::test_examples(&TEST_TOPOLOGY);
+    super::examples::test_examples(&ORCH);
+    super::examples::test_examples(&DAEMON);
+    super::examples::test_examples(&WORKFLOW);
+    super::examples::test_examples(&WORKFLOW_SUBMIT);
+    super::examples::test_examples(&EXTENSIONS);
+    super::examples::test_examples(&TEST);
+    super::examples::test_examples(&TEST_ENV);
+    super::examples::test_examples(&TEST_TOPOLOGY);
 }

@@ -60,5 +60,5 @@ impl SimplePluginCommand for Health {
 
 #[test]
 fn test_examples() {
-    crate::commands::test_examples(&Health);
+    super::examples::test_examples(&Health);
 }

@@ -7,6 +7,7 @@ use nu_protocol::{
 };
 use orch_protocol::{Client, Request, Response};
 
+use super::args;
 use crate::OrchestratorPlugin;
 use crate::connection::labeled;
 
@@ -59,7 +60,7 @@ impl PluginCommand for Logs {
         _input: PipelineData,
     ) -> Result<PipelineData, LabeledError> {
         let id_arg: Spanned<i64> = call.req(0)?;
-        let id = super::task_id(id_arg)?;
+        let id = args::task_id(id_arg)?;
         let follow = call.has_flag("follow")?;
         stream_log(
             plugin,
@@ -139,5 +140,5 @@ impl Iterator for Chunks {
 
 #[test]
 fn test_examples() {
-    crate::commands::test_examples(&Logs);
+    super::examples::test_examples(&Logs);
 }

@@ -1,18 +1,17 @@
 //! `orch submit`: add a task (or, from a list of records, many tasks at once).
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use nu_plugin::{EngineInterface, EvaluatedCall, PluginCommand};
 use nu_protocol::{
-    Category, Example, LabeledError, PipelineData, Record, Signature, Span, SyntaxShape, Type,
-    Value,
+    Category, Example, LabeledError, PipelineData, Signature, SyntaxShape, Type, Value,
 };
-use orch_protocol::{Request, TaskKind, TaskSpec};
+use orch_protocol::Request;
 
+use super::task_draft::TaskDraft;
 use crate::OrchestratorPlugin;
 use crate::connection::{expect_tasks, labeled};
-use crate::convert::{task_row, value_to_json};
+use crate::convert::task_row;
 
 /// `orch submit`
 pub struct Submit;
@@ -159,7 +158,7 @@ A task reports progress by printing a JSON line such as {"progress": 40, "messag
         input: PipelineData,
     ) -> Result<PipelineData, LabeledError> {
         let cwd = PathBuf::from(engine.get_current_dir()?);
-        let defaults = Draft::from_flags(call, &cwd)?;
+        let defaults = TaskDraft::from_flags(call, &cwd)?;
         let input = input.into_value(call.head)?;
         let (specs, batch, spans) = match input {
             Value::Record { .. } => {
@@ -201,275 +200,7 @@ A task reports progress by printing a JSON line such as {"progress": 40, "messag
     }
 }
 
-/// A task spec being assembled from flags and record fields.
-#[derive(Clone)]
-struct Draft {
-    kind: Option<(TaskKind, Span)>,
-    spec: TaskSpec,
-    spans: Vec<(&'static str, Span)>,
-}
-
-fn bad(span: Span, title: &str, label: impl Into<String>) -> LabeledError {
-    LabeledError::new(title.to_string()).with_label(label, span)
-}
-
-fn as_string(value: &Value) -> Result<String, LabeledError> {
-    match value {
-        Value::String { val, .. } | Value::Glob { val, .. } => Ok(val.clone()),
-        Value::Int { val, .. } => Ok(val.to_string()),
-        Value::Float { val, .. } => Ok(val.to_string()),
-        Value::Bool { val, .. } => Ok(val.to_string()),
-        other => Err(bad(
-            other.span(),
-            "invalid argument",
-            format!("expected a string, got {}", other.get_type()),
-        )),
-    }
-}
-
-fn command_words(values: &[Value]) -> Result<Vec<String>, LabeledError> {
-    let mut words = Vec::new();
-    for value in values {
-        match value {
-            Value::List { vals, .. } => words.extend(command_words(vals)?),
-            other => words.push(as_string(other)?),
-        }
-    }
-    Ok(words)
-}
-
-fn non_negative(value: &Value, what: &str) -> Result<u64, LabeledError> {
-    let n = match value {
-        Value::Int { val, .. } => *val,
-        Value::Duration { val, .. } => *val / 1_000_000,
-        other => {
-            return Err(bad(
-                other.span(),
-                "invalid argument",
-                format!(
-                    "{what}: expected a number or a duration, got {}",
-                    other.get_type()
-                ),
-            ));
-        }
-    };
-    u64::try_from(n).map_err(|_| {
-        bad(
-            value.span(),
-            "invalid argument",
-            format!("{what} must not be negative"),
-        )
-    })
-}
-
-fn millis(value: &Value, what: &str) -> Result<u64, LabeledError> {
-    match value {
-        Value::Duration { .. } => non_negative(value, what),
-        other => Err(bad(
-            other.span(),
-            "invalid argument",
-            format!(
-                "{what}: expected a duration such as 500ms or 2min, got {}",
-                other.get_type()
-            ),
-        )),
-    }
-}
-
-fn task_ids(value: &Value) -> Result<Vec<u64>, LabeledError> {
-    let mut ids = Vec::new();
-    super::ids_from_value(value, &mut ids)?;
-    Ok(ids)
-}
-
-fn env_map(value: &Value) -> Result<BTreeMap<String, String>, LabeledError> {
-    let record = value
-        .as_record()
-        .map_err(|e| bad(value.span(), "invalid env", e.to_string()))?;
-    record
-        .iter()
-        .map(|(k, v)| Ok((k.clone(), as_string(v)?)))
-        .collect()
-}
-
-fn resolve(cwd: &Path, path: &str) -> PathBuf {
-    let path = PathBuf::from(path);
-    if path.is_absolute() {
-        path
-    } else {
-        cwd.join(path)
-    }
-}
-
-impl Draft {
-    fn from_flags(call: &EvaluatedCall, cwd: &Path) -> Result<Draft, LabeledError> {
-        let mut draft = Draft {
-            kind: None,
-            spec: TaskSpec::command("", vec![]),
-            spans: Vec::new(),
-        };
-        draft.spec.cwd = Some(cwd.to_path_buf());
-        if !call.positional.is_empty() {
-            let span = call.positional[0].span();
-            draft.set_command(&Value::list(call.positional.clone(), span), cwd)?;
-        }
-        // A flag given `null` (as wrappers forward optional flags) counts as not given.
-        for (name, value) in &call.named {
-            if let Some(value) = value.as_ref().filter(|v| !v.is_nothing()) {
-                draft.set(name.item.as_str(), value, cwd)?;
-            }
-        }
-        Ok(draft)
-    }
-
-    fn apply_record(&mut self, item: &Value, cwd: &Path) -> Result<(), LabeledError> {
-        let record: &Record = match item {
-            Value::Record { val, .. } => val,
-            other => {
-                return Err(bad(
-                    other.span(),
-                    "not a task record",
-                    format!(
-                        "expected a record such as {{command: [echo hi]}}, got {}",
-                        other.get_type()
-                    ),
-                ));
-            }
-        };
-        for (name, value) in record.iter() {
-            let field = name.replace('_', "-");
-            if !self.set(&field, value, cwd)? {
-                return Err(bad(
-                    value.span(),
-                    "unknown task field",
-                    format!(
-                        "`{name}` is not a task setting (use command, nu, script, priority, retries, backoff, max_backoff, timeout, after, label, params, cwd, env)"
-                    ),
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    fn set_command(&mut self, value: &Value, _cwd: &Path) -> Result<(), LabeledError> {
-        let words = command_words(std::slice::from_ref(value))?;
-        let mut words = words.into_iter();
-        let Some(program) = words.next() else {
-            return Err(bad(
-                value.span(),
-                "empty command",
-                "the command has no program",
-            ));
-        };
-        let kind = TaskKind::Command {
-            program,
-            args: words.collect(),
-        };
-        self.kind = Some((kind, value.span()));
-        Ok(())
-    }
-
-    /// Applies one setting; false when `name` is not a setting.
-    fn set(&mut self, name: &str, value: &Value, cwd: &Path) -> Result<bool, LabeledError> {
-        let span = value.span();
-        let field = match name {
-            "command" => {
-                self.set_command(value, cwd)?;
-                "command"
-            }
-            "nu" => {
-                self.kind = Some((
-                    TaskKind::Nu {
-                        code: as_string(value)?,
-                    },
-                    span,
-                ));
-                "command"
-            }
-            "script" => {
-                let path = resolve(cwd, &as_string(value)?);
-                self.kind = Some((TaskKind::NuFile { path }, span));
-                "command"
-            }
-            "priority" => {
-                let p = value
-                    .as_int()
-                    .map_err(|e| bad(span, "invalid priority", e.to_string()))?;
-                self.spec.priority = i32::try_from(p).map_err(|_| {
-                    bad(span, "invalid priority", "the priority must fit in 32 bits")
-                })?;
-                "priority"
-            }
-            "retries" => {
-                let r = non_negative(value, "retries")?;
-                self.spec.retries = u32::try_from(r)
-                    .map_err(|_| bad(span, "invalid retries", "too many retries"))?;
-                "retries"
-            }
-            "backoff" => {
-                self.spec.backoff.initial_ms = millis(value, "backoff")?;
-                "backoff"
-            }
-            "max-backoff" => {
-                self.spec.backoff.max_ms = millis(value, "max-backoff")?;
-                "backoff"
-            }
-            "timeout" => {
-                self.spec.timeout_ms = Some(millis(value, "timeout")?);
-                "timeout"
-            }
-            "after" => {
-                self.spec.after = task_ids(value)?;
-                "after"
-            }
-            "label" => {
-                self.spec.label = Some(as_string(value)?);
-                "label"
-            }
-            "params" => {
-                self.spec.params = value_to_json(value)?;
-                "params"
-            }
-            "cwd" => {
-                self.spec.cwd = Some(resolve(cwd, &as_string(value)?));
-                "cwd"
-            }
-            "env" => {
-                self.spec.env = env_map(value)?;
-                "env"
-            }
-            _ => return Ok(false),
-        };
-        self.spans.retain(|(f, _)| *f != field);
-        self.spans.push((field, span));
-        Ok(true)
-    }
-
-    fn field_spans(&self) -> Vec<(&'static str, Span)> {
-        let mut spans = self.spans.clone();
-        if let Some(command) = spans.iter().find(|(f, _)| *f == "command").copied() {
-            spans.push(("nu", command.1));
-        }
-        spans
-    }
-
-    fn finish(mut self, span: Span) -> Result<TaskSpec, LabeledError> {
-        let Some((kind, _)) = self.kind.take() else {
-            return Err(bad(
-                span,
-                "nothing to run",
-                "give a command (orch submit echo hi), Nushell code (--nu '...') or a script (--script file.nu)",
-            ));
-        };
-        self.spec.kind = kind;
-        if self.spec.backoff.initial_ms > self.spec.backoff.max_ms {
-            self.spec.backoff.max_ms = self.spec.backoff.initial_ms;
-        }
-        Ok(self.spec)
-    }
-}
-
 #[test]
 fn test_examples() {
-    crate::commands::test_examples(&Submit);
+    super::examples::test_examples(&Submit);
 }

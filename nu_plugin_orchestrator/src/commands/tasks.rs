@@ -6,6 +6,7 @@ use nu_protocol::{
 };
 use orch_protocol::{Request, TaskFilter};
 
+use super::args;
 use crate::OrchestratorPlugin;
 use crate::connection::{expect_tasks, labeled};
 use crate::convert::task_row;
@@ -66,9 +67,9 @@ impl PluginCommand for Tasks {
         _input: PipelineData,
     ) -> Result<PipelineData, LabeledError> {
         let filter = TaskFilter {
-            status: super::statuses(call.get_flag_value("status"))?,
+            status: args::statuses(call.get_flag_value("status"))?,
             label: call.get_flag("label")?,
-            limit: super::limit_flag(call)?,
+            limit: args::limit_flag(call)?,
         };
         let answer = plugin
             .call(engine, &Request::List { filter })
@@ -85,5 +86,5 @@ impl PluginCommand for Tasks {
 
 #[test]
 fn test_examples() {
-    crate::commands::test_examples(&Tasks);
+    super::examples::test_examples(&Tasks);
 }

@@ -2,104 +2,84 @@
 
 use nu_plugin::{EngineInterface, EvaluatedCall, PluginCommand, SimplePluginCommand};
 use nu_protocol::{
-    Category, Example, LabeledError, PipelineData, Signature, Spanned, SyntaxShape, Type, Value,
+    Category, Example, LabeledError, PipelineData, Signature, Span, Spanned, SyntaxShape, Type,
+    Value,
 };
-use orch_protocol::{Request, Response};
+use orch_protocol::{Request, Response, TestEnv};
 
+use super::args;
+use super::by_id::ById;
 use crate::OrchestratorPlugin;
 use crate::connection::{labeled, unexpected};
 use crate::testenv_values;
 
-/// A command that sends one request about an environment and shows it.
-pub struct EnvById {
-    name: &'static str,
-    description: &'static str,
-    request: fn(u64) -> Request,
-    example: (&'static str, &'static str),
-    /// A failed environment in the answer is an error (the command made it fail).
-    failure_is_error: bool,
+/// The environment an answer carries.
+fn env_of(answer: Response, head: Span) -> Result<TestEnv, LabeledError> {
+    match answer {
+        Response::Env(env) => Ok(*env),
+        other => Err(unexpected(other, head)),
+    }
+}
+
+/// An environment answer as a record.
+fn shown(
+    _: &OrchestratorPlugin,
+    _: &EngineInterface,
+    answer: Response,
+    head: Span,
+) -> Result<Value, LabeledError> {
+    Ok(testenv_values::env(&env_of(answer, head)?, head))
+}
+
+/// An environment answer as a record, or an error when it failed (the command made it
+/// fail).
+fn shown_or_failure(
+    _: &OrchestratorPlugin,
+    _: &EngineInterface,
+    answer: Response,
+    head: Span,
+) -> Result<Value, LabeledError> {
+    testenv_values::env_or_failure(&env_of(answer, head)?, head)
 }
 
 /// `orch test env show`
-pub const SHOW: EnvById = EnvById {
+pub const SHOW: ById = ById {
     name: "orch test env show",
     description: "Show a test environment: status, nodes, probes, test results, diagnostics.",
+    extra_description: "",
+    names: "environment",
     request: |id| Request::Env { id },
-    example: (
+    examples: &[(
         "orch test env show 7 | get nodes",
         "The nodes of environment 7",
-    ),
-    failure_is_error: false,
+    )],
+    answer: shown,
 };
 
 /// `orch test env run`
-pub const RUN: EnvById = EnvById {
+pub const RUN: ById = ById {
     name: "orch test env run",
     description: "Run an environment's tests (each taskserv's test script on its node), starting it first if it was only created. A result per test: exit code, output, duration. A failed start or failed tests are an error naming the stage, the node and the cause.",
+    extra_description: "",
+    names: "environment",
     request: |id| Request::EnvRun { id },
-    example: (
+    examples: &[(
         "orch test env run 7 | get results | select node taskserv passed duration_ms",
         "Test environment 7",
-    ),
-    failure_is_error: true,
+    )],
+    answer: shown_or_failure,
 };
 
 /// `orch test env delete`
-pub const DELETE: EnvById = EnvById {
+pub const DELETE: ById = ById {
     name: "orch test env delete",
     description: "Delete a test environment's containers and network.",
+    extra_description: "",
+    names: "environment",
     request: |id| Request::EnvDelete { id },
-    example: ("orch test env delete 7", "Delete environment 7"),
-    failure_is_error: false,
+    examples: &[("orch test env delete 7", "Delete environment 7")],
+    answer: shown,
 };
-
-impl SimplePluginCommand for EnvById {
-    type Plugin = OrchestratorPlugin;
-
-    fn name(&self) -> &str {
-        self.name
-    }
-
-    fn description(&self) -> &str {
-        self.description
-    }
-
-    fn signature(&self) -> Signature {
-        Signature::build(self.name)
-            .input_output_type(Type::Nothing, Type::record())
-            .required("id", SyntaxShape::Int, "The environment's id.")
-            .category(Category::Custom("orchestrator".into()))
-    }
-
-    fn examples(&self) -> Vec<Example<'_>> {
-        vec![Example {
-            example: self.example.0,
-            description: self.example.1,
-            result: None,
-        }]
-    }
-
-    fn run(
-        &self,
-        plugin: &OrchestratorPlugin,
-        engine: &EngineInterface,
-        call: &EvaluatedCall,
-        _input: &Value,
-    ) -> Result<Value, LabeledError> {
-        let id_arg: Spanned<i64> = call.req(0)?;
-        let id = super::task_id(id_arg)?;
-        let answer = plugin
-            .call(engine, &(self.request)(id))
-            .map_err(|e| labeled(e, call.head, &[("id", id_arg.span)]))?;
-        match answer {
-            Response::Env(env) if self.failure_is_error => {
-                testenv_values::env_or_failure(&env, call.head)
-            }
-            Response::Env(env) => Ok(testenv_values::env(&env, call.head)),
-            other => Err(unexpected(other, call.head)),
-        }
-    }
-}
 
 /// `orch test env list`
 pub struct EnvList;
@@ -193,7 +173,7 @@ impl PluginCommand for EnvLogs {
         _input: PipelineData,
     ) -> Result<PipelineData, LabeledError> {
         let id_arg: Spanned<i64> = call.req(0)?;
-        let id = super::task_id(id_arg)?;
+        let id = args::task_id(id_arg)?;
         let follow = call.has_flag("follow")?;
         super::logs::stream_log(
             plugin,
@@ -207,9 +187,9 @@ impl PluginCommand for EnvLogs {
 
 #[test]
 fn test_examples() {
-    crate::commands::test_examples(&SHOW);
-    crate::commands::test_examples(&RUN);
-    crate::commands::test_examples(&DELETE);
-    crate::commands::test_examples(&EnvList);
-    crate::commands::test_examples(&EnvLogs);
+    super::examples::test_examples(&SHOW);
+    super::examples::test_examples(&RUN);
+    super::examples::test_examples(&DELETE);
+    super::examples::test_examples(&EnvList);
+    super::examples::test_examples(&EnvLogs);
 }

@@ -4,9 +4,10 @@ use nu_plugin::{EngineInterface, EvaluatedCall, SimplePluginCommand};
 use nu_protocol::{Category, Example, LabeledError, Signature, Spanned, SyntaxShape, Type, Value};
 use orch_protocol::{EnvRequest, EnvSpec, Request, Resources, Response, Topology};
 
+use super::args;
 use crate::OrchestratorPlugin;
 use crate::connection::{labeled, unexpected};
-use crate::convert::value_to_json;
+use crate::json::value_to_json;
 use crate::testenv_values;
 
 /// `orch test env create`
@@ -96,12 +97,12 @@ impl SimplePluginCommand for TestEnvCreate {
             env,
             auto_start: call.has_flag("auto-start")?,
             auto_cleanup: call.has_flag("auto-cleanup")?,
-            ttl_ms: match super::flag::<Value>(call, "ttl")? {
+            ttl_ms: match args::flag::<Value>(call, "ttl")? {
                 Some(v) => Some((v.as_duration()?.max(0) / 1_000_000) as u64),
                 None => None,
             },
             resources: resources(call)?,
-            image: super::flag(call, "image")?,
+            image: args::flag(call, "image")?,
         };
         let answer = plugin
             .call(engine, &Request::EnvCreate { env: request })
@@ -132,7 +133,7 @@ fn topology(
                 .with_label(format!("not a topology: {e}"), input.span())
         });
     }
-    let Some(name) = super::flag::<Spanned<String>>(call, "topology")? else {
+    let Some(name) = args::flag::<Spanned<String>>(call, "topology")? else {
         return Err(LabeledError::new("no topology").with_label(
             "a cluster needs a topology: pipe one in (orch test topology show NAME) or pass --topology NAME",
             call.head,
@@ -142,8 +143,8 @@ fn topology(
 }
 
 fn resources(call: &EvaluatedCall) -> Result<Option<Resources>, LabeledError> {
-    let cpus: Option<f64> = super::flag(call, "cpus")?;
-    let memory = match super::flag::<Value>(call, "memory")? {
+    let cpus: Option<f64> = args::flag(call, "cpus")?;
+    let memory = match args::flag::<Value>(call, "memory")? {
         Some(v) => Some((v.as_filesize()?.get().max(0) as u64).div_ceil(1024 * 1024)),
         None => None,
     };
@@ -161,5 +162,5 @@ fn resources(call: &EvaluatedCall) -> Result<Option<Resources>, LabeledError> {
 
 #[test]
 fn test_examples() {
-    crate::commands::test_examples(&TestEnvCreate);
+    super::examples::test_examples(&TestEnvCreate);
 }

@@ -146,6 +146,6 @@ impl SimplePluginCommand for TopologyShow {
 
 #[test]
 fn test_examples() {
-    crate::commands::test_examples(&TopologyList);
-    crate::commands::test_examples(&TopologyShow);
+    super::examples::test_examples(&TopologyList);
+    super::examples::test_examples(&TopologyShow);
 }

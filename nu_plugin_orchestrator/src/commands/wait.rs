@@ -8,6 +8,7 @@ use nu_protocol::{
 };
 use orch_protocol::{ClientError, Request};
 
+use super::args;
 use crate::OrchestratorPlugin;
 use crate::connection::{expect_tasks, labeled, whole};
 use crate::convert::task_row;
@@ -75,9 +76,9 @@ impl PluginCommand for Wait {
     ) -> Result<PipelineData, LabeledError> {
         let mut ids = Vec::new();
         for arg in call.rest::<Spanned<i64>>(0)? {
-            ids.push(super::task_id(arg)?);
+            ids.push(args::task_id(arg)?);
         }
-        super::ids_from_value(&input.into_value(call.head)?, &mut ids)?;
+        args::ids_from_value(&input.into_value(call.head)?, &mut ids)?;
         if ids.is_empty() {
             return Err(LabeledError::new("no tasks to wait for")
                 .with_label("give task ids, or pipe in tasks", call.head));
@@ -118,5 +119,5 @@ impl PluginCommand for Wait {
 
 #[test]
 fn test_examples() {
-    crate::commands::test_examples(&Wait);
+    super::examples::test_examples(&Wait);
 }

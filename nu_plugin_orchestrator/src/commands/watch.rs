@@ -7,6 +7,7 @@ use nu_protocol::{
 };
 use orch_protocol::{Client, Request, Response};
 
+use super::args;
 use crate::OrchestratorPlugin;
 use crate::connection::labeled;
 use crate::convert;
@@ -87,11 +88,11 @@ impl PluginCommand for Watch {
         _input: PipelineData,
     ) -> Result<PipelineData, LabeledError> {
         let task_arg: Option<Spanned<i64>> = call.get_flag("task")?;
-        let task = task_arg.map(super::task_id).transpose()?;
+        let task = task_arg.map(args::task_id).transpose()?;
         let workflow_arg: Option<Spanned<i64>> = call.get_flag("workflow")?;
-        let workflow = workflow_arg.map(super::task_id).transpose()?;
+        let workflow = workflow_arg.map(args::task_id).transpose()?;
         let since = match call.get_flag::<Spanned<i64>>("since")? {
-            Some(seq) => Some(super::task_id(seq)?),
+            Some(seq) => Some(args::task_id(seq)?),
             None if call.has_flag("all")? => Some(0),
             None => None,
         };
@@ -168,5 +169,5 @@ impl Iterator for Events {
 
 #[test]
 fn test_examples() {
-    crate::commands::test_examples(&Watch);
+    super::examples::test_examples(&Watch);
 }

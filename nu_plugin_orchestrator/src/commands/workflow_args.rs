@@ -1,12 +1,17 @@
-//! What the `orch workflow submit ...` commands share: the infra and run flags, and
-//! sending a request with its answer as Nushell values.
+//! What the `orch workflow submit ...` commands share: the infra flags (also read by
+//! `batch` and `orch workflow plan`), and the shape of the commands on an infra
+//! (`servers`, `taskserv`, `cluster`): their own arguments, then the infra and run flags,
+//! one request, and its answer as Nushell values.
 
 use std::path::PathBuf;
 
-use nu_plugin::{EngineInterface, EvaluatedCall};
-use nu_protocol::{LabeledError, Signature, SyntaxShape, Value};
-use orch_protocol::{Request, Response, WorkflowRequest, WorkflowSubmitted};
+use nu_plugin::{EngineInterface, EvaluatedCall, SimplePluginCommand};
+use nu_protocol::{Category, Example, LabeledError, Signature, SyntaxShape, Type, Value};
+use orch_protocol::{
+    InfraTarget, Request, Response, RunOptions, WorkflowRequest, WorkflowSubmitted,
+};
 
+use super::args;
 use super::workflow_show::changed_workflow;
 use crate::OrchestratorPlugin;
 use crate::connection::{labeled, unexpected};
@@ -36,7 +41,7 @@ pub fn infra_flags(signature: Signature) -> Signature {
 }
 
 /// Adds the run flags (`--check`, `--wait`, `--priority`, `--parallel-limit`, `--rollback`).
-pub fn run_flags(signature: Signature) -> Signature {
+fn run_flags(signature: Signature) -> Signature {
     signature
         .switch(
             "check",
@@ -77,7 +82,7 @@ impl InfraArgs {
     /// Reads the infra flags.
     pub fn read(engine: &EngineInterface, call: &EvaluatedCall) -> Result<InfraArgs, LabeledError> {
         let cwd = PathBuf::from(engine.get_current_dir()?);
-        let workspace = match super::flag::<String>(call, "workspace")? {
+        let workspace = match args::flag::<String>(call, "workspace")? {
             Some(dir) => cwd.join(dir),
             None => match engine.get_env_var("PROVISIONING_WORKSPACE")? {
                 Some(Value::String { val, .. }) if !val.is_empty() => cwd.join(val),
@@ -85,63 +90,107 @@ impl InfraArgs {
             },
         };
         Ok(InfraArgs {
-            infra: super::flag(call, "infra")?,
-            settings: super::flag(call, "settings")?,
+            infra: args::flag(call, "infra")?,
+            settings: args::flag(call, "settings")?,
             workspace,
         })
     }
 
-    /// `--infra`, which this command needs.
-    pub fn required_infra(&self, call: &EvaluatedCall) -> Result<String, LabeledError> {
-        self.infra.clone().ok_or_else(|| {
+    /// Where the request acts: `--infra` is needed.
+    fn target(self, call: &EvaluatedCall) -> Result<InfraTarget, LabeledError> {
+        let infra = self.infra.ok_or_else(|| {
             LabeledError::new("missing --infra")
                 .with_label("this workflow needs an infra: pass --infra NAME", call.head)
+        })?;
+        Ok(InfraTarget {
+            infra,
+            settings: self.settings,
+            workspace: Some(self.workspace),
         })
     }
 }
 
 /// The run flags' values.
-pub struct RunArgs {
-    /// `--check`.
-    pub check_mode: bool,
-    /// `--wait`.
-    pub wait: bool,
-    /// `--priority`.
-    pub priority: i32,
-    /// `--parallel-limit`.
-    pub parallel_limit: Option<u32>,
-    /// `--rollback`.
-    pub rollback_enabled: bool,
+fn run_options(call: &EvaluatedCall) -> Result<RunOptions, LabeledError> {
+    let priority = match args::flag::<i64>(call, "priority")? {
+        None => 0,
+        Some(p) => i32::try_from(p).map_err(|_| {
+            LabeledError::new("invalid priority").with_label(
+                "the priority must fit in 32 bits",
+                call.get_flag_span("priority").unwrap_or(call.head),
+            )
+        })?,
+    };
+    let parallel_limit = match args::flag::<i64>(call, "parallel-limit")? {
+        None => None,
+        Some(l) => Some(u32::try_from(l).ok().filter(|l| *l > 0).ok_or_else(|| {
+            LabeledError::new("invalid parallel limit").with_label(
+                "the limit must be a positive number",
+                call.get_flag_span("parallel-limit").unwrap_or(call.head),
+            )
+        })?),
+    };
+    Ok(RunOptions {
+        check_mode: call.has_flag("check")?,
+        wait: call.has_flag("wait")?,
+        priority,
+        parallel_limit,
+        rollback_enabled: call.has_flag("rollback")?,
+    })
 }
 
-impl RunArgs {
-    /// Reads the run flags.
-    pub fn read(call: &EvaluatedCall) -> Result<RunArgs, LabeledError> {
-        let priority = match super::flag::<i64>(call, "priority")? {
-            None => 0,
-            Some(p) => i32::try_from(p).map_err(|_| {
-                LabeledError::new("invalid priority").with_label(
-                    "the priority must fit in 32 bits",
-                    call.get_flag_span("priority").unwrap_or(call.head),
-                )
-            })?,
-        };
-        let parallel_limit = match super::flag::<i64>(call, "parallel-limit")? {
-            None => None,
-            Some(l) => Some(u32::try_from(l).ok().filter(|l| *l > 0).ok_or_else(|| {
-                LabeledError::new("invalid parallel limit").with_label(
-                    "the limit must be a positive number",
-                    call.get_flag_span("parallel-limit").unwrap_or(call.head),
-                )
-            })?),
-        };
-        Ok(RunArgs {
-            check_mode: call.has_flag("check")?,
-            wait: call.has_flag("wait")?,
-            priority,
-            parallel_limit,
-            rollback_enabled: call.has_flag("rollback")?,
-        })
+/// The request of a workflow on an infra, from the command's own arguments and the
+/// infra and run flags.
+pub type InfraRequest =
+    fn(&EvaluatedCall, InfraTarget, RunOptions) -> Result<WorkflowRequest, LabeledError>;
+
+/// `orch workflow submit <kind>` for a workflow on an infra.
+pub struct OnInfra {
+    /// The command's name.
+    pub name: &'static str,
+    /// What it does.
+    pub description: &'static str,
+    /// Adds the command's own arguments (before the shared flags).
+    pub arguments: fn(Signature) -> Signature,
+    /// Its examples: the command line and what it does.
+    pub examples: &'static [(&'static str, &'static str)],
+    /// Its request.
+    pub request: InfraRequest,
+}
+
+impl SimplePluginCommand for OnInfra {
+    type Plugin = OrchestratorPlugin;
+
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn description(&self) -> &str {
+        self.description
+    }
+
+    fn signature(&self) -> Signature {
+        let signature =
+            Signature::build(self.name).input_output_type(Type::Nothing, Type::record());
+        let signature =
+            (self.arguments)(signature).category(Category::Custom("orchestrator".into()));
+        run_flags(infra_flags(signature))
+    }
+
+    fn examples(&self) -> Vec<Example<'_>> {
+        super::help::examples(self.examples)
+    }
+
+    fn run(
+        &self,
+        plugin: &OrchestratorPlugin,
+        engine: &EngineInterface,
+        call: &EvaluatedCall,
+        _input: &Value,
+    ) -> Result<Value, LabeledError> {
+        let target = InfraArgs::read(engine, call)?.target(call)?;
+        let request = (self.request)(call, target, run_options(call)?)?;
+        submit(plugin, engine, call, request)
     }
 }
 

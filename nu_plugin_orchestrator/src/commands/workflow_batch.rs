@@ -97,5 +97,5 @@ impl SimplePluginCommand for SubmitBatch {
 
 #[test]
 fn test_examples() {
-    crate::commands::test_examples(&SubmitBatch);
+    super::examples::test_examples(&SubmitBatch);
 }

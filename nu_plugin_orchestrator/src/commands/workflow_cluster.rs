@@ -1,29 +1,17 @@
 //! `orch workflow submit cluster`: create a cluster from a cluster definition.
 
-use nu_plugin::{EngineInterface, EvaluatedCall, SimplePluginCommand};
-use nu_protocol::{Category, Example, LabeledError, Signature, SyntaxShape, Type, Value};
+use nu_protocol::SyntaxShape;
 use orch_protocol::{ClusterRequest, WorkflowRequest};
 
-use super::workflow_args::{self, InfraArgs, RunArgs};
-use crate::OrchestratorPlugin;
+use super::args;
+use super::workflow_args::OnInfra;
 
 /// `orch workflow submit cluster`
-pub struct SubmitCluster;
-
-impl SimplePluginCommand for SubmitCluster {
-    type Plugin = OrchestratorPlugin;
-
-    fn name(&self) -> &str {
-        "orch workflow submit cluster"
-    }
-
-    fn description(&self) -> &str {
-        "Create a cluster from a cluster definition: its nodes as servers, their taskservs, the checks once every member is installed, and its setup."
-    }
-
-    fn signature(&self) -> Signature {
-        let signature = Signature::build(self.name())
-            .input_output_type(Type::Nothing, Type::record())
+pub const CLUSTER: OnInfra = OnInfra {
+    name: "orch workflow submit cluster",
+    description: "Create a cluster from a cluster definition: its nodes as servers, their taskservs, the checks once every member is installed, and its setup.",
+    arguments: |signature| {
+        signature
             .required(
                 "cluster",
                 SyntaxShape::String,
@@ -35,44 +23,22 @@ impl SimplePluginCommand for SubmitCluster {
                 "The provider of its nodes (default: the infra's).",
                 None,
             )
-            .category(Category::Custom("orchestrator".into()));
-        workflow_args::run_flags(workflow_args::infra_flags(signature))
-    }
-
-    fn examples(&self) -> Vec<Example<'_>> {
-        vec![Example {
-            example: "orch workflow submit cluster etcd-cluster --infra lab --rollback --wait",
-            description: "Create a three-member etcd cluster, rolled back if a step fails",
-            result: None,
-        }]
-    }
-
-    fn run(
-        &self,
-        plugin: &OrchestratorPlugin,
-        engine: &EngineInterface,
-        call: &EvaluatedCall,
-        _input: &Value,
-    ) -> Result<Value, LabeledError> {
-        let infra = InfraArgs::read(engine, call)?;
-        let run = RunArgs::read(call)?;
-        let request = WorkflowRequest::Cluster(ClusterRequest {
-            infra: infra.required_infra(call)?,
-            settings: infra.settings,
-            workspace: Some(infra.workspace),
+    },
+    examples: &[(
+        "orch workflow submit cluster etcd-cluster --infra lab --rollback --wait",
+        "Create a three-member etcd cluster, rolled back if a step fails",
+    )],
+    request: |call, target, run| {
+        Ok(WorkflowRequest::Cluster(ClusterRequest {
+            target,
             cluster: call.req(0)?,
-            provider: super::flag(call, "provider")?,
-            check_mode: run.check_mode,
-            wait: run.wait,
-            priority: run.priority,
-            parallel_limit: run.parallel_limit,
-            rollback_enabled: run.rollback_enabled,
-        });
-        workflow_args::submit(plugin, engine, call, request)
-    }
-}
+            provider: args::flag(call, "provider")?,
+            run,
+        }))
+    },
+};
 
 #[test]
 fn test_examples() {
-    crate::commands::test_examples(&SubmitCluster);
+    super::examples::test_examples(&CLUSTER);
 }

@@ -4,6 +4,7 @@ use nu_plugin::{EngineInterface, EvaluatedCall, SimplePluginCommand};
 use nu_protocol::{Category, Example, LabeledError, Signature, SyntaxShape, Type, Value};
 use orch_protocol::{Request, Response};
 
+use super::args;
 use crate::OrchestratorPlugin;
 use crate::connection::{labeled, unexpected};
 use crate::workflow_values::workflow_row;
@@ -49,7 +50,7 @@ impl SimplePluginCommand for WorkflowList {
         call: &EvaluatedCall,
         _input: &Value,
     ) -> Result<Value, LabeledError> {
-        let limit = super::limit_flag(call)?;
+        let limit = args::limit_flag(call)?;
         let answer = plugin
             .call(engine, &Request::Workflows { limit })
             .map_err(|e| labeled(e, call.head, &[]))?;
@@ -68,5 +69,5 @@ impl SimplePluginCommand for WorkflowList {
 
 #[test]
 fn test_examples() {
-    crate::commands::test_examples(&WorkflowList);
+    super::examples::test_examples(&WorkflowList);
 }

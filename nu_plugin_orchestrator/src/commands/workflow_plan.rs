@@ -10,7 +10,7 @@ use super::batch_file;
 use super::workflow_args::{self, InfraArgs};
 use crate::OrchestratorPlugin;
 use crate::connection::{labeled, unexpected};
-use crate::convert::value_to_json;
+use crate::json::value_to_json;
 use crate::workflow_values;
 
 /// `orch workflow plan`
@@ -106,5 +106,5 @@ fn request_from_record(input: &Value, infra: &InfraArgs) -> Result<WorkflowReque
 
 #[test]
 fn test_examples() {
-    crate::commands::test_examples(&WorkflowPlan);
+    super::examples::test_examples(&WorkflowPlan);
 }

@@ -8,6 +8,8 @@ use nu_protocol::{
 };
 use orch_protocol::{ClientError, Request, Response, StepStatus, WorkflowId, WorkflowSummary};
 
+use super::args;
+use super::by_id::ById;
 use crate::OrchestratorPlugin;
 use crate::connection::{labeled, unexpected};
 use crate::workflow_values::{workflow_detail, workflow_summary};
@@ -153,8 +155,8 @@ impl SimplePluginCommand for WorkflowShow {
         _input: &Value,
     ) -> Result<Value, LabeledError> {
         let id_arg: Spanned<i64> = call.req(0)?;
-        let id = super::task_id(id_arg)?;
-        let offset = match super::flag::<i64>(call, "offset")? {
+        let id = args::task_id(id_arg)?;
+        let offset = match args::flag::<i64>(call, "offset")? {
             None => 0,
             Some(o) => u64::try_from(o).map_err(|_| {
                 LabeledError::new("invalid offset").with_label(
@@ -163,7 +165,7 @@ impl SimplePluginCommand for WorkflowShow {
                 )
             })?,
         };
-        let limit = super::limit_flag(call)?;
+        let limit = args::limit_flag(call)?;
         let shown = read_steps(plugin, engine, id, offset, limit)
             .map_err(|e| labeled(e, call.head, &[("id", id_arg.span)]))?;
         Ok(workflow_detail(
@@ -175,87 +177,47 @@ impl SimplePluginCommand for WorkflowShow {
     }
 }
 
-/// A command that changes a workflow and shows it.
-pub struct WorkflowById {
-    name: &'static str,
-    description: &'static str,
-    request: fn(u64) -> Request,
-    examples: &'static [(&'static str, &'static str)],
+/// The workflow a change answers with, shown as [`changed_workflow`] does.
+fn changed(
+    plugin: &OrchestratorPlugin,
+    engine: &EngineInterface,
+    answer: Response,
+    head: Span,
+) -> Result<Value, LabeledError> {
+    match answer {
+        Response::WorkflowSummary(summary) => changed_workflow(plugin, engine, &summary, head),
+        other => Err(unexpected(other, head)),
+    }
 }
 
+/// What the commands that change a workflow say of their answer.
+const CHANGED: &str = "Answers with the workflow and its steps; a workflow of more than 1000 steps is shown by its summary (see `orch workflow show --offset --limit` for its steps).";
+
 /// `orch workflow cancel`
-pub const CANCEL: WorkflowById = WorkflowById {
+pub const CANCEL: ById = ById {
     name: "orch workflow cancel",
     description: "Cancel a workflow: its waiting steps are cancelled and its running ones stopped.",
+    extra_description: CHANGED,
+    names: "workflow",
     request: |id| Request::WorkflowCancel { id },
     examples: &[("orch workflow cancel 12", "Cancel workflow 12")],
+    answer: changed,
 };
 
 /// `orch workflow rollback`
-pub const ROLLBACK: WorkflowById = WorkflowById {
+pub const ROLLBACK: ById = ById {
     name: "orch workflow rollback",
     description: "Roll back a finished workflow: compensate its completed steps with their rollback scripts, in reverse dependency order.",
+    extra_description: CHANGED,
+    names: "workflow",
     request: |id| Request::WorkflowRollback { id },
     examples: &[("orch workflow rollback 12", "Undo what workflow 12 created")],
+    answer: changed,
 };
-
-impl SimplePluginCommand for WorkflowById {
-    type Plugin = OrchestratorPlugin;
-
-    fn name(&self) -> &str {
-        self.name
-    }
-
-    fn description(&self) -> &str {
-        self.description
-    }
-
-    fn extra_description(&self) -> &str {
-        "Answers with the workflow and its steps; a workflow of more than 1000 steps is shown by its summary (see `orch workflow show --offset --limit` for its steps)."
-    }
-
-    fn signature(&self) -> Signature {
-        Signature::build(self.name)
-            .input_output_type(Type::Nothing, Type::record())
-            .required("id", SyntaxShape::Int, "The workflow's id.")
-            .category(Category::Custom("orchestrator".into()))
-    }
-
-    fn examples(&self) -> Vec<Example<'_>> {
-        self.examples
-            .iter()
-            .map(|(example, description)| Example {
-                example,
-                description,
-                result: None,
-            })
-            .collect()
-    }
-
-    fn run(
-        &self,
-        plugin: &OrchestratorPlugin,
-        engine: &EngineInterface,
-        call: &EvaluatedCall,
-        _input: &Value,
-    ) -> Result<Value, LabeledError> {
-        let id_arg: Spanned<i64> = call.req(0)?;
-        let id = super::task_id(id_arg)?;
-        let answer = plugin
-            .call(engine, &(self.request)(id))
-            .map_err(|e| labeled(e, call.head, &[("id", id_arg.span)]))?;
-        match answer {
-            Response::WorkflowSummary(summary) => {
-                changed_workflow(plugin, engine, &summary, call.head)
-            }
-            other => Err(unexpected(other, call.head)),
-        }
-    }
-}
 
 #[test]
 fn test_examples() {
-    crate::commands::test_examples(&WorkflowShow);
-    crate::commands::test_examples(&CANCEL);
-    crate::commands::test_examples(&ROLLBACK);
+    super::examples::test_examples(&WorkflowShow);
+    super::examples::test_examples(&CANCEL);
+    super::examples::test_examples(&ROLLBACK);
 }

@@ -82,8 +82,7 @@ fn prepare(
         workspace: &ctx.workspace,
         data_dir: &ctx.data_dir,
     };
-    workflows::prepare(request, &sources)
-        .map_err(|message| ErrorReply::field(ErrorKind::BadRequest, "workflow", message))
+    workflows::prepare(request, &sources).map_err(ErrorReply::from)
 }
 
 /// `WorkflowPlan`.

@@ -1,0 +1,187 @@
+//! Turning a workflow request into steps: reading the infra, resolving providers and
+//! taskservs (with their dependencies and add-ons), and writing each step's task. One
+//! file per kind of workflow; [`steps`] holds the steps they share (a server's creation,
+//! a taskserv's install).
+
+mod batch;
+mod cluster;
+mod servers;
+mod steps;
+mod taskserv;
+
+use std::path::{Path, PathBuf};
+
+use orch_protocol::{InfraTarget, RunOptions, WorkflowKind, WorkflowRequest};
+
+use super::infra::{Infra, Place};
+use super::{Draft, ExpandError};
+use crate::extensions::Registry;
+
+/// What expansion reads besides the request.
+pub struct Sources<'a> {
+    /// The extensions.
+    pub registry: &'a Registry,
+    /// The workspace used when the request names none.
+    pub workspace: &'a Path,
+    /// The daemon's data directory (never an infra, nor a script's directory).
+    pub data_dir: &'a Path,
+}
+
+/// Expands a request into its steps (not yet ordered or checked for cycles). The number
+/// of steps is computed, and checked against [`MAX_STEPS`](super::checks::MAX_STEPS), before any step is
+/// built.
+pub fn expand(request: &WorkflowRequest, sources: &Sources) -> Result<Draft, ExpandError> {
+    let mut draft = match request {
+        WorkflowRequest::Servers(r) => servers::expand(r, sources)?,
+        WorkflowRequest::Taskserv(r) => taskserv::expand(r, sources)?,
+        WorkflowRequest::Cluster(r) => cluster::expand(r, sources)?,
+        WorkflowRequest::Batch(r) => batch::expand(r, sources)?,
+    };
+    draft.request = serde_json::to_value(request).expect("requests serialize");
+    Ok(draft)
+}
+
+/// Where the request's infra is looked up: its workspace (already confined to the
+/// daemon's when the submitter may not choose) or the daemon's.
+fn place<'a>(given: &'a Option<PathBuf>, sources: &'a Sources) -> Place<'a> {
+    Place {
+        workspace: given.as_deref().unwrap_or(sources.workspace),
+        data_dir: sources.data_dir,
+    }
+}
+
+/// The infra an infra request acts on, with its settings.
+fn load_infra(target: &InfraTarget, sources: &Sources) -> Result<Infra, ExpandError> {
+    Infra::load(
+        place(&target.workspace, sources),
+        &target.infra,
+        target.settings.as_deref(),
+    )
+}
+
+/// A draft without steps yet, run as `run` says.
+fn empty_draft(name: String, kind: WorkflowKind, run: &RunOptions) -> Draft {
+    Draft {
+        name,
+        kind,
+        request: serde_json::Value::Null,
+        priority: run.priority,
+        parallel_limit: run.parallel_limit,
+        rollback_enabled: run.rollback_enabled,
+        steps: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use orch_protocol::{BatchRequest, ClusterRequest, InfraTarget, ServersRequest};
+
+    use super::*;
+
+    /// A workspace with infra `lab` (web-01 with kubernetes, web-02), the repository's
+    /// extensions, and a data directory.
+    struct Fixture {
+        workspace: tempfile::TempDir,
+        registry: Registry,
+    }
+
+    impl Fixture {
+        fn new() -> Fixture {
+            let workspace = tempfile::tempdir().unwrap();
+            let infra = workspace.path().join("infra/lab");
+            std::fs::create_dir_all(&infra).unwrap();
+            std::fs::write(
+                infra.join("settings.toml"),
+                "provider = \"local\"\n[[servers]]\nhostname = \"web-01\"\ntaskservs = [\"kubernetes\"]\n[[servers]]\nhostname = \"web-02\"\n",
+            )
+            .unwrap();
+            let modules = Path::new(env!("CARGO_MANIFEST_DIR")).join("../nushell-modules");
+            Fixture {
+                workspace,
+                registry: Registry::load(&modules),
+            }
+        }
+
+        fn expand(&self, request: WorkflowRequest) -> Result<Vec<String>, ExpandError> {
+            let data_dir = self.workspace.path().join("data");
+            let sources = Sources {
+                registry: &self.registry,
+                workspace: self.workspace.path(),
+                data_dir: &data_dir,
+            };
+            let draft = expand(&request, &sources)?;
+            Ok(draft.steps.into_iter().map(|s| s.id).collect())
+        }
+    }
+
+    fn target() -> InfraTarget {
+        InfraTarget {
+            infra: "lab".into(),
+            settings: None,
+            workspace: None,
+        }
+    }
+
+    #[test]
+    fn servers_are_created_then_given_their_taskservs() {
+        let steps = Fixture::new().expand(WorkflowRequest::Servers(ServersRequest {
+            target: target(),
+            servers: Vec::new(),
+            run: RunOptions::default(),
+        }));
+        assert_eq!(
+            steps.unwrap(),
+            [
+                "create:web-01",
+                "install:containerd@web-01",
+                "install:kubernetes@web-01",
+                "install:cilium@web-01",
+                "create:web-02"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_cluster_has_the_steps_it_was_counted_with() {
+        let steps = Fixture::new().expand(WorkflowRequest::Cluster(ClusterRequest {
+            target: target(),
+            cluster: "etcd-cluster".into(),
+            provider: None,
+            run: RunOptions::default(),
+        }));
+        let steps = steps.unwrap();
+        assert_eq!(steps.len(), 3 + 3 + 3 + 1, "{steps:?}");
+        assert_eq!(steps.last().map(String::as_str), Some("setup:etcd-cluster"));
+    }
+
+    #[test]
+    fn failures_say_what_and_where() {
+        let fixture = Fixture::new();
+        let mut request = ServersRequest {
+            target: target(),
+            servers: vec!["web-09".into()],
+            run: RunOptions::default(),
+        };
+        let error = fixture
+            .expand(WorkflowRequest::Servers(request.clone()))
+            .unwrap_err();
+        assert!(
+            matches!(&error, ExpandError::Unknown(m) if m == "unknown server `web-09` in infra `lab` (its servers: web-01, web-02)"),
+            "{error}"
+        );
+        request.target.infra = "../etc".into();
+        let error = fixture
+            .expand(WorkflowRequest::Servers(request))
+            .unwrap_err();
+        assert!(matches!(error, ExpandError::Invalid(_)), "{error}");
+        let batch: BatchRequest = serde_json::from_value(serde_json::json!({
+            "workflow": {"name": "b", "operations": [{"id": "a", "type": "nu"}]}
+        }))
+        .unwrap();
+        let error = fixture.expand(WorkflowRequest::Batch(batch)).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "operation `a`: a `nu` operation needs `nu` (the code)"
+        );
+    }
+}

@@ -1,0 +1,286 @@
+//! A task spec from `orch submit`'s flags and from task records: each setting read with
+//! an error that points at its value, and the span of each remembered.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use nu_plugin::EvaluatedCall;
+use nu_protocol::{LabeledError, Record, Span, Value};
+use orch_protocol::{TaskKind, TaskSpec};
+
+use super::args;
+use crate::json::value_to_json;
+
+/// A task spec being assembled from flags and record fields, with where each setting
+/// came from (so that a daemon error about a field points at it).
+#[derive(Clone)]
+pub struct TaskDraft {
+    kind: Option<(TaskKind, Span)>,
+    spec: TaskSpec,
+    spans: Vec<(&'static str, Span)>,
+}
+
+fn bad(span: Span, title: &str, label: impl Into<String>) -> LabeledError {
+    LabeledError::new(title.to_string()).with_label(label, span)
+}
+
+fn as_string(value: &Value) -> Result<String, LabeledError> {
+    match value {
+        Value::String { val, .. } | Value::Glob { val, .. } => Ok(val.clone()),
+        Value::Int { val, .. } => Ok(val.to_string()),
+        Value::Float { val, .. } => Ok(val.to_string()),
+        Value::Bool { val, .. } => Ok(val.to_string()),
+        other => Err(bad(
+            other.span(),
+            "invalid argument",
+            format!("expected a string, got {}", other.get_type()),
+        )),
+    }
+}
+
+fn command_words(values: &[Value]) -> Result<Vec<String>, LabeledError> {
+    let mut words = Vec::new();
+    for value in values {
+        match value {
+            Value::List { vals, .. } => words.extend(command_words(vals)?),
+            other => words.push(as_string(other)?),
+        }
+    }
+    Ok(words)
+}
+
+fn non_negative(value: &Value, what: &str) -> Result<u64, LabeledError> {
+    let n = match value {
+        Value::Int { val, .. } => *val,
+        Value::Duration { val, .. } => *val / 1_000_000,
+        other => {
+            return Err(bad(
+                other.span(),
+                "invalid argument",
+                format!(
+                    "{what}: expected a number or a duration, got {}",
+                    other.get_type()
+                ),
+            ));
+        }
+    };
+    u64::try_from(n).map_err(|_| {
+        bad(
+            value.span(),
+            "invalid argument",
+            format!("{what} must not be negative"),
+        )
+    })
+}
+
+fn millis(value: &Value, what: &str) -> Result<u64, LabeledError> {
+    match value {
+        Value::Duration { .. } => non_negative(value, what),
+        other => Err(bad(
+            other.span(),
+            "invalid argument",
+            format!(
+                "{what}: expected a duration such as 500ms or 2min, got {}",
+                other.get_type()
+            ),
+        )),
+    }
+}
+
+fn task_ids(value: &Value) -> Result<Vec<u64>, LabeledError> {
+    let mut ids = Vec::new();
+    args::ids_from_value(value, &mut ids)?;
+    Ok(ids)
+}
+
+fn env_map(value: &Value) -> Result<BTreeMap<String, String>, LabeledError> {
+    let record = value
+        .as_record()
+        .map_err(|e| bad(value.span(), "invalid env", e.to_string()))?;
+    record
+        .iter()
+        .map(|(k, v)| Ok((k.clone(), as_string(v)?)))
+        .collect()
+}
+
+fn resolve(cwd: &Path, path: &str) -> PathBuf {
+    let path = PathBuf::from(path);
+    if path.is_absolute() {
+        path
+    } else {
+        cwd.join(path)
+    }
+}
+
+impl TaskDraft {
+    /// The draft the command line gives: its positional command and its flags.
+    pub fn from_flags(call: &EvaluatedCall, cwd: &Path) -> Result<TaskDraft, LabeledError> {
+        let mut draft = TaskDraft {
+            kind: None,
+            spec: TaskSpec::command("", vec![]),
+            spans: Vec::new(),
+        };
+        draft.spec.cwd = Some(cwd.to_path_buf());
+        if !call.positional.is_empty() {
+            let span = call.positional[0].span();
+            draft.set_command(&Value::list(call.positional.clone(), span), cwd)?;
+        }
+        // A flag given `null` (as wrappers forward optional flags) counts as not given.
+        for (name, value) in &call.named {
+            if let Some(value) = value.as_ref().filter(|v| !v.is_nothing()) {
+                draft.set(name.item.as_str(), value, cwd)?;
+            }
+        }
+        Ok(draft)
+    }
+
+    /// Applies a task record's fields over the draft; an unknown field is an error.
+    pub fn apply_record(&mut self, item: &Value, cwd: &Path) -> Result<(), LabeledError> {
+        let record: &Record = match item {
+            Value::Record { val, .. } => val,
+            other => {
+                return Err(bad(
+                    other.span(),
+                    "not a task record",
+                    format!(
+                        "expected a record such as {{command: [echo hi]}}, got {}",
+                        other.get_type()
+                    ),
+                ));
+            }
+        };
+        for (name, value) in record.iter() {
+            let field = name.replace('_', "-");
+            if !self.set(&field, value, cwd)? {
+                return Err(bad(
+                    value.span(),
+                    "unknown task field",
+                    format!(
+                        "`{name}` is not a task setting (use command, nu, script, priority, retries, backoff, max_backoff, timeout, after, label, params, cwd, env)"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets a program and its arguments from a word or a list of words.
+    fn set_command(&mut self, value: &Value, _cwd: &Path) -> Result<(), LabeledError> {
+        let words = command_words(std::slice::from_ref(value))?;
+        let mut words = words.into_iter();
+        let Some(program) = words.next() else {
+            return Err(bad(
+                value.span(),
+                "empty command",
+                "the command has no program",
+            ));
+        };
+        let kind = TaskKind::Command {
+            program,
+            args: words.collect(),
+        };
+        self.kind = Some((kind, value.span()));
+        Ok(())
+    }
+
+    /// Applies one setting; false when `name` is not a setting.
+    fn set(&mut self, name: &str, value: &Value, cwd: &Path) -> Result<bool, LabeledError> {
+        let span = value.span();
+        let field = match name {
+            "command" => {
+                self.set_command(value, cwd)?;
+                "command"
+            }
+            "nu" => {
+                self.kind = Some((
+                    TaskKind::Nu {
+                        code: as_string(value)?,
+                    },
+                    span,
+                ));
+                "command"
+            }
+            "script" => {
+                let path = resolve(cwd, &as_string(value)?);
+                self.kind = Some((TaskKind::NuFile { path }, span));
+                "command"
+            }
+            "priority" => {
+                let p = value
+                    .as_int()
+                    .map_err(|e| bad(span, "invalid priority", e.to_string()))?;
+                self.spec.priority = i32::try_from(p).map_err(|_| {
+                    bad(span, "invalid priority", "the priority must fit in 32 bits")
+                })?;
+                "priority"
+            }
+            "retries" => {
+                let r = non_negative(value, "retries")?;
+                self.spec.retries = u32::try_from(r)
+                    .map_err(|_| bad(span, "invalid retries", "too many retries"))?;
+                "retries"
+            }
+            "backoff" => {
+                self.spec.backoff.initial_ms = millis(value, "backoff")?;
+                "backoff"
+            }
+            "max-backoff" => {
+                self.spec.backoff.max_ms = millis(value, "max-backoff")?;
+                "backoff"
+            }
+            "timeout" => {
+                self.spec.timeout_ms = Some(millis(value, "timeout")?);
+                "timeout"
+            }
+            "after" => {
+                self.spec.after = task_ids(value)?;
+                "after"
+            }
+            "label" => {
+                self.spec.label = Some(as_string(value)?);
+                "label"
+            }
+            "params" => {
+                self.spec.params = value_to_json(value)?;
+                "params"
+            }
+            "cwd" => {
+                self.spec.cwd = Some(resolve(cwd, &as_string(value)?));
+                "cwd"
+            }
+            "env" => {
+                self.spec.env = env_map(value)?;
+                "env"
+            }
+            _ => return Ok(false),
+        };
+        self.spans.retain(|(f, _)| *f != field);
+        self.spans.push((field, span));
+        Ok(true)
+    }
+
+    /// Where each setting came from, by request field (`nu` errors point at the command).
+    pub fn field_spans(&self) -> Vec<(&'static str, Span)> {
+        let mut spans = self.spans.clone();
+        if let Some(command) = spans.iter().find(|(f, _)| *f == "command").copied() {
+            spans.push(("nu", command.1));
+        }
+        spans
+    }
+
+    /// The task spec, or an error at `span` when nothing to run was given.
+    pub fn finish(mut self, span: Span) -> Result<TaskSpec, LabeledError> {
+        let Some((kind, _)) = self.kind.take() else {
+            return Err(bad(
+                span,
+                "nothing to run",
+                "give a command (orch submit echo hi), Nushell code (--nu '...') or a script (--script file.nu)",
+            ));
+        };
+        self.spec.kind = kind;
+        if self.spec.backoff.initial_ms > self.spec.backoff.max_ms {
+            self.spec.backoff.max_ms = self.spec.backoff.initial_ms;
+        }
+        Ok(self.spec)
+    }
+}

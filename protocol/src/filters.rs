@@ -1,0 +1,34 @@
+//! Which tasks a request is about: the tasks to list, and the finished ones to clean.
+
+use serde::{Deserialize, Serialize};
+
+use crate::state::TaskStatus;
+
+/// Which tasks `List` returns.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct TaskFilter {
+    /// Only tasks in one of these states (all when empty).
+    #[serde(default)]
+    pub status: Vec<TaskStatus>,
+    /// Only tasks with this label.
+    #[serde(default)]
+    pub label: Option<String>,
+    /// At most this many, newest first.
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// Which finished tasks `Clean` removes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct CleanFilter {
+    /// Only tasks that finished at least this long ago.
+    #[serde(default)]
+    pub older_than_ms: Option<u64>,
+    /// Only tasks in these final states (all final states when empty).
+    #[serde(default)]
+    pub status: Vec<TaskStatus>,
+}

@@ -24,7 +24,7 @@
 
 mod admission;
 mod containers;
-pub mod contract;
+mod contract;
 mod delete;
 mod diagnostics;
 pub mod engine;
@@ -173,9 +173,9 @@ impl TestEnvService {
         Ok(saved)
     }
 
-    /// Moves `env` on by `transition` and commits it (a commit that fails leaves the
-    /// daemon stopping: the changed `env` is returned all the same). A transition its
-    /// state does not allow is a bug: logged, and `env` returned unchanged.
+    /// Moves `env` on by `transition` and commits it. When the commit fails (the daemon
+    /// is stopping then) the changed `env` is returned all the same, as before; a
+    /// transition its state does not allow is a bug: logged, and `env` left unchanged.
     async fn advance(&self, mut env: TestEnv, transition: Transition) -> TestEnv {
         if let Err(error) = stages::apply(&mut env, transition) {
             tracing::error!(env = env.id, %error, "a test environment's state was not changed");

@@ -107,7 +107,7 @@ impl ContainerEngine {
 
     /// The engine as a `DOCKER_HOST` value, for the processes that use its CLI.
     pub fn docker_host(&self) -> String {
-        format!("unix://{}", self.socket.display())
+        docker_host(&self.socket)
     }
 }
 
@@ -155,5 +155,10 @@ pub fn usual_socket() -> Option<String> {
     candidate_sockets()
         .into_iter()
         .find(|s| s.exists())
-        .map(|s| format!("unix://{}", s.display()))
+        .map(|s| docker_host(&s))
+}
+
+/// `socket` as a `DOCKER_HOST` value.
+fn docker_host(socket: &Path) -> String {
+    format!("unix://{}", socket.display())
 }

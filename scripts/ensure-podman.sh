@@ -14,8 +14,9 @@ CONF=/etc/containers/containers.conf
 say() { echo "ensure-podman: $*" >&2; }
 ping_ok() { [[ $(curl -s --max-time 2 --unix-socket "$SOCK" http://d/_ping 2>/dev/null) == OK ]]; }
 
-# 1. Packages (skip apt entirely when everything is already there). curl talks to the
-#    API here and in the local provider.
+# 1. Packages (skip apt entirely when everything is already there). podman is also the
+#    local provider's client where docker is not installed; curl pings the API here
+#    and in the tests.
 missing=()
 for bin in podman runc debootstrap curl; do
   command -v "$bin" >/dev/null 2>&1 || missing+=("$bin")

@@ -14,6 +14,8 @@
 //! - [`workflows`]: workflow requests expanded into a checked DAG of steps, and plans.
 //! - [`testenv`]: test environments in containers (Docker API), with their recovery.
 //! - [`runner`]: runs one attempt of a task as a process group, with its log and progress.
+//! - [`nu_command`]: how every process the daemon runs for others is built (Nushell
+//!   prelude, parameters, crash markers), shared by the runner and test environments.
 //! - [`store`]: the [`store::Store`] trait, its redb backend, and the group committer.
 //! - [`events`]: the one event bus that every watcher reads.
 //! - [`orphans`]: stopping processes that a crashed daemon left running.
@@ -34,6 +36,7 @@ pub mod files;
 pub mod http;
 pub mod logging;
 pub mod metrics;
+pub mod nu_command;
 pub mod orphans;
 pub mod redact;
 pub mod runner;

@@ -20,11 +20,12 @@ use std::time::Duration;
 
 use orch_protocol::{AttemptOutcome, Progress, TaskId, TaskKind, TaskSpec};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
-use tokio::process::{Child, Command as Process};
+use tokio::process::Child;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::Command;
+use crate::nu_command::{NuCommand, Owner, ParamsFile, Program};
 
 /// How long a stopped process group gets between SIGTERM and SIGKILL.
 const KILL_GRACE: Duration = Duration::from_secs(3);
@@ -37,19 +38,11 @@ const DRAIN_GRACE: Duration = Duration::from_millis(500);
 /// this size, and is never a progress line.
 pub const MAX_LINE: usize = 64 * 1024;
 
-/// Parameters up to this size (as JSON) are passed in `ORCH_PARAMS`; larger ones in a
-/// file. Linux refuses a single environment string over 128 KiB.
-pub const INLINE_PARAMS_MAX: usize = 64 * 1024;
-
-/// The environment variable naming the parameters file of an attempt.
-pub const PARAMS_FILE_ENV: &str = "ORCH_PARAMS_FILE";
-
 /// The default cap on a task's log file, in bytes.
 pub const DEFAULT_MAX_LOG_BYTES: u64 = 1024 * 1024 * 1024;
 
-/// The Nushell code run before every Nushell task: `$params` from the file or the
-/// environment variable.
-pub const PRELUDE: &str = "let params = (if ($env.ORCH_PARAMS_FILE? | is-not-empty) { open --raw $env.ORCH_PARAMS_FILE } else { $env.ORCH_PARAMS? | default 'null' } | from json)\n";
+/// The Nushell prelude (re-exported: the engine sizes snippets with it).
+pub use crate::nu_command::PRELUDE;
 
 /// One attempt to start.
 pub struct Launch {
@@ -81,7 +74,7 @@ pub struct RunnerConfig {
 impl RunnerConfig {
     /// Where the parameters files of running attempts are kept (private).
     fn params_dir(&self) -> PathBuf {
-        self.data_dir.join("params")
+        crate::nu_command::params_dir(&self.data_dir)
     }
 
     /// The prelude file Nushell scripts are started with (`nu --env-config`).
@@ -107,17 +100,6 @@ impl StartError {
                 StartError::Exhausted(message)
             }
             _ => StartError::Failed(message),
-        }
-    }
-}
-
-/// A parameters file, removed when the attempt ends.
-struct ParamsFile(PathBuf);
-
-impl Drop for ParamsFile {
-    fn drop(&mut self) {
-        if let Err(e) = std::fs::remove_file(&self.0) {
-            tracing::warn!(file = %self.0.display(), error = %e, "cannot delete a parameters file");
         }
     }
 }
@@ -247,73 +229,40 @@ impl Runner {
         Ok(outcome)
     }
 
-    /// Writes the attempt's parameters to a private file (for parameters too large for
-    /// the environment).
-    fn write_params(&self, launch: &Launch, json: &str) -> Result<ParamsFile, StartError> {
-        let path = self
-            .config
-            .params_dir()
-            .join(format!("{}-{}.json", launch.id, launch.attempt));
-        let file = ParamsFile(path.clone());
-        OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&path)
-            .and_then(|mut f| f.write_all(json.as_bytes()))
-            .map_err(|e| StartError::of(&path.display().to_string(), &e))?;
-        Ok(file)
-    }
-
     /// Starts the attempt's process; the parameters file (if any) must live until it ends.
     fn spawn(&self, launch: &Launch) -> Result<(Child, Option<ParamsFile>), StartError> {
         let spec = &launch.spec;
-        let mut process = match &spec.kind {
-            TaskKind::Command { program, args } => {
-                let mut p = Process::new(program);
-                p.args(args);
-                p
-            }
-            TaskKind::Nu { code } => {
-                let mut p = Process::new(&self.config.nu_binary);
-                p.args(["-n", "-c", &format!("{PRELUDE}{code}")]);
-                p
-            }
-            TaskKind::NuFile { path } => {
-                // `--env-config` (which loads nothing else for a script) defines `$params`.
-                let mut p = Process::new(&self.config.nu_binary);
-                p.arg("--env-config")
-                    .arg(self.config.prelude_path())
-                    .arg(path);
-                p
-            }
+        let prelude = self.config.prelude_path();
+        let program = match &spec.kind {
+            TaskKind::Command { program, args } => Program::Plain { program, args },
+            TaskKind::Nu { code } => Program::Snippet(code),
+            TaskKind::NuFile { path } => Program::Script {
+                prelude: &prelude,
+                script: path,
+            },
         };
-        let params = serde_json::to_string(&spec.params).expect("JSON values serialize");
+        let owner = Owner::Task {
+            id: launch.id,
+            attempt: launch.attempt,
+        };
+        let params_file = self
+            .config
+            .params_dir()
+            .join(format!("{}-{}.json", launch.id, launch.attempt));
+        let (mut process, params_file) = NuCommand::new(
+            &self.config.nu_binary,
+            program,
+            owner,
+            &self.config.data_dir,
+        )
+        .cwd(spec.cwd.as_deref().unwrap_or(&self.config.data_dir))
+        .envs(&spec.env)
+        .build(&spec.params, &params_file)
+        .map_err(|e| StartError::of(&params_file.display().to_string(), &e))?;
         process
-            .current_dir(spec.cwd.as_deref().unwrap_or(&self.config.data_dir))
-            .envs(&spec.env)
-            .env("ORCH_TASK_ID", launch.id.to_string())
-            .env("ORCH_ATTEMPT", launch.attempt.to_string())
-            .env(crate::orphans::DATA_DIR_ENV, &self.config.data_dir)
-            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
             .kill_on_drop(false);
-        crate::files::restore_umask(&mut process);
-        let params_file = if params.len() > INLINE_PARAMS_MAX {
-            let file = self.write_params(launch, &params)?;
-            process
-                .env_remove("ORCH_PARAMS")
-                .env(PARAMS_FILE_ENV, &file.0);
-            Some(file)
-        } else {
-            process
-                .env_remove(PARAMS_FILE_ENV)
-                .env("ORCH_PARAMS", params);
-            None
-        };
         let child = process.spawn().map_err(|e| match &spec.kind {
             TaskKind::Command { program, .. } => StartError::of(program, &e),
             _ => StartError::of(&self.config.nu_binary.display().to_string(), &e),

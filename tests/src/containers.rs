@@ -1,11 +1,12 @@
-//! The container engine for the tests that need one: finding its socket (as the `local`
-//! provider does), requests through curl, and a guard that removes an infra's containers
-//! and network whatever happens.
+//! The container engine for the tests that need one: finding its socket (as the daemon
+//! does), requests through curl (independent of both the daemon's client and the `local`
+//! provider's), and a guard that removes an infra's containers and network whatever
+//! happens.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The Docker-compatible API version the provider uses.
+/// The Docker-compatible API version the daemon uses.
 pub const API: &str = "http://d/v1.41";
 
 /// The engine's socket: DOCKER_HOST (unix:// only), else the first default socket that
@@ -14,7 +15,7 @@ pub fn engine_socket() -> Option<PathBuf> {
     match std::env::var("DOCKER_HOST") {
         Ok(host) if !host.is_empty() => {
             let path = host.strip_prefix("unix://").unwrap_or_else(|| {
-                panic!("DOCKER_HOST={host}: the local provider supports only unix:// sockets")
+                panic!("DOCKER_HOST={host}: these tests support only unix:// sockets")
             });
             Some(PathBuf::from(path))
         }
@@ -22,7 +23,7 @@ pub fn engine_socket() -> Option<PathBuf> {
     }
 }
 
-/// Where the provider looks for an engine when DOCKER_HOST is unset (same order).
+/// Where the daemon looks for an engine when DOCKER_HOST is unset (same order).
 pub fn candidate_sockets() -> Vec<PathBuf> {
     let mut sockets = vec![
         PathBuf::from("/run/podman/podman.sock"),
@@ -38,7 +39,7 @@ pub fn answers(socket: &Path) -> bool {
     socket.exists() && curl(socket, &["http://d/_ping"]).1 == "OK"
 }
 
-/// One request with curl (as the provider makes them): (HTTP status, body).
+/// One request with curl: (HTTP status, body).
 pub fn curl(socket: &Path, args: &[&str]) -> (u16, String) {
     let output = Command::new("curl")
         .args(["-s", "--max-time", "60", "--unix-socket"])

@@ -327,7 +327,7 @@ fn a_hostname_cannot_reach_another_container_through_the_engine_api() {
         0,
         "nothing was submitted"
     );
-    // The provider itself encodes every name it puts in a URL.
+    // The provider itself refuses a name that is not a hostname before any engine call.
     let (_ok, stderr) = provider(&format!(
         "local delete-server {{hostname: '{hostile}', provider: local, infra: '{infra}'}} {{}}"
     ));

@@ -6,6 +6,8 @@
 //! real `nu`, with its own infra `t-<tag>-<random>`. A guard removes the infra's containers
 //! and network through the engine's API even when the test fails. The tests are skipped
 //! only when DOCKER_HOST is unset and no engine socket answers (CI starts Podman first).
+//! The provider drives the engine with `docker` when it is on PATH, else `podman`; one
+//! test runs a short script with each client that is there.
 
 use std::path::Path;
 use std::process::Command;
@@ -46,9 +48,35 @@ fn containerd_runs_and_kubernetes_and_cilium_say_they_need_network() {
     assert!(kubernetes.contains("needs network:"), "{kubernetes}");
 }
 
+#[test]
+fn docker_and_podman_both_drive_the_engine() {
+    for client in ["docker", "podman"] {
+        let on_path = Command::new("sh")
+            .arg("-c")
+            .arg(format!("command -v {client}"))
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !on_path {
+            eprintln!("skipped for {client}: not on PATH");
+            continue;
+        }
+        let body = include_str!("local_provider/clients.nu");
+        let tag = format!("cli-{client}");
+        let Some(result) = run_with(&tag, body, &[("PROVISIONING_LOCAL_CLI", client)]) else {
+            return;
+        };
+        assert_eq!(result["client"], client);
+    }
+}
+
 /// Runs one test script for a new infra; returns the JSON it prints last, or None when
 /// no engine is there (the test is skipped).
 fn run(tag: &str, body: &str) -> Option<serde_json::Value> {
+    run_with(tag, body, &[])
+}
+
+/// [`run`] with more environment variables for the script.
+fn run_with(tag: &str, body: &str, env: &[(&str, &str)]) -> Option<serde_json::Value> {
     let Some(socket) = engine_socket() else {
         eprintln!(
             "skipped: no container engine (DOCKER_HOST is unset and none of {} answers /_ping)",
@@ -91,6 +119,7 @@ fn run(tag: &str, body: &str) -> Option<serde_json::Value> {
         .env("DOCKER_HOST", format!("unix://{}", socket.display()))
         // A command hanging in a server fails its step instead of the whole test run.
         .env("PROVISIONING_LOCAL_EXEC_TIMEOUT", "180")
+        .envs(env.iter().copied())
         .output()
         .expect("nu runs");
     let stdout = String::from_utf8_lossy(&output.stdout);

@@ -1,11 +1,15 @@
 //! The container engine through the Docker API (bollard): Docker, or Podman's
-//! Docker-compatible service. Every container and network the daemon creates carries the
-//! labels [`ENV_LABEL`] (its environment) and [`DAEMON_LABEL`] (this daemon's instance).
+//! Docker-compatible service. The daemon's one client of the engine: test environments'
+//! containers and networks are created, started, probed, inspected and removed here
+//! (their names and labels come from [`super::contract`]); [`connect`] finds the engine.
+
+mod connect;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
+use bollard::Docker;
 use bollard::exec::{CreateExecOptions, StartExecResults};
 use bollard::models::{
     ContainerCreateBody, EndpointSettings, HostConfig, NetworkCreateRequest, NetworkingConfig,
@@ -14,28 +18,10 @@ use bollard::query_parameters::{
     CreateContainerOptionsBuilder, CreateImageOptionsBuilder, ListContainersOptionsBuilder,
     ListNetworksOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder,
 };
-use bollard::{ClientVersion, Docker};
 use futures_util::StreamExt;
 use orch_protocol::Resources;
 
-/// The label naming a container's or network's test environment.
-pub const ENV_LABEL: &str = "provisioning.testenv";
-/// The label naming the daemon instance that created it.
-pub const DAEMON_LABEL: &str = "provisioning.daemon";
-/// The label naming a container's node role.
-pub const ROLE_LABEL: &str = "provisioning.role";
-
-/// The API version both Docker and Podman 4 serve.
-const API_VERSION: ClientVersion = ClientVersion {
-    major_version: 1,
-    minor_version: 41,
-};
-
-/// How long one API call may wait for the engine's answer (its headers; streams such as
-/// logs and exec output are bounded by their callers).
-const CALL_TIMEOUT: Duration = Duration::from_secs(15);
-/// How long the engine has to accept a connection and answer `/_ping`.
-const PING_TIMEOUT: Duration = Duration::from_secs(2);
+pub use connect::{target, usual_socket};
 
 /// A connected engine.
 #[derive(Clone)]
@@ -45,88 +31,10 @@ pub struct ContainerEngine {
     pub socket: PathBuf,
 }
 
-/// Where an engine is looked for when `DOCKER_HOST` is unset, in order.
-fn candidate_sockets() -> Vec<PathBuf> {
-    let mut sockets = vec![
-        PathBuf::from("/run/podman/podman.sock"),
-        PathBuf::from("/var/run/docker.sock"),
-    ];
-    if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR") {
-        sockets.push(Path::new(&dir).join("podman/podman.sock"));
-    }
-    sockets
-}
+/// Containers and networks as (name, labels).
+pub type Labelled = Vec<(String, HashMap<String, String>)>;
 
 impl ContainerEngine {
-    /// Connects to `DOCKER_HOST` (a unix:// socket) or the first usual socket that answers;
-    /// the error says what was tried.
-    pub async fn connect() -> Result<ContainerEngine, String> {
-        let mut tried = Vec::new();
-        for socket in sockets()? {
-            match Self::try_socket(&socket).await {
-                Ok(engine) => return Ok(engine),
-                Err(e) => tried.push(e),
-            }
-        }
-        Err(format!(
-            "no container engine answers (tried {}); start Docker or Podman's service (scripts/ensure-podman.sh) or set DOCKER_HOST",
-            tried.join("; ")
-        ))
-    }
-
-    /// The engine on `socket`, once it accepts a connection and answers `/_ping`; the
-    /// error names the socket.
-    async fn try_socket(socket: &Path) -> Result<ContainerEngine, String> {
-        let shown = socket.display();
-        if !socket.exists() {
-            return Err(format!("{shown}: no such socket"));
-        }
-        match tokio::time::timeout(PING_TIMEOUT, tokio::net::UnixStream::connect(socket)).await {
-            Err(_) => return Err(not_answering(socket, "accepts no connection")),
-            Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-                return Err(format!("nothing listens on {shown} (a stale socket file)"));
-            }
-            Ok(Err(e)) => return Err(format!("cannot connect to {shown}: {e}")),
-            Ok(Ok(_)) => {}
-        }
-        let docker = Docker::connect_with_unix(
-            &socket.to_string_lossy(),
-            CALL_TIMEOUT.as_secs(),
-            &API_VERSION,
-        )
-        .map_err(|e| format!("{shown}: {e}"))?;
-        let engine = ContainerEngine {
-            docker,
-            socket: socket.to_path_buf(),
-        };
-        tokio::time::timeout(PING_TIMEOUT, engine.docker.ping())
-            .await
-            .map_err(|_| {
-                not_answering(
-                    socket,
-                    &format!("no answer to /_ping within {}s", PING_TIMEOUT.as_secs()),
-                )
-            })?
-            .map_err(|e| engine.failed("/_ping", e))?;
-        Ok(engine)
-    }
-
-    /// A failed call as a message: a timeout or a refused connection says the engine does
-    /// not answer, with its socket.
-    fn failed(&self, what: &str, error: bollard::errors::Error) -> String {
-        match error {
-            bollard::errors::Error::RequestTimeoutError => not_answering(
-                &self.socket,
-                &format!("{what}: no answer within {}s", CALL_TIMEOUT.as_secs()),
-            ),
-            bollard::errors::Error::HyperLegacyError { err } if err.is_connect() => format!(
-                "{what}: nothing listens on {} any more",
-                self.socket.display()
-            ),
-            error => format!("{what}: {error}"),
-        }
-    }
-
     /// Makes sure `image` is present: pulled when it is not (which needs a registry).
     pub async fn ensure_image(&self, image: &str) -> Result<(), String> {
         match self.docker.inspect_image(image).await {
@@ -327,19 +235,8 @@ impl ContainerEngine {
         text
     }
 
-    /// Containers and networks carrying `label=value`: (containers as (name, labels),
-    /// network names).
-    pub async fn labelled(
-        &self,
-        label: &str,
-        value: &str,
-    ) -> Result<
-        (
-            Vec<(String, HashMap<String, String>)>,
-            Vec<(String, HashMap<String, String>)>,
-        ),
-        String,
-    > {
+    /// Containers and networks carrying `label=value`: (containers, networks).
+    pub async fn labelled(&self, label: &str, value: &str) -> Result<(Labelled, Labelled), String> {
         let filters = HashMap::from([("label".to_string(), vec![format!("{label}={value}")])]);
         let options = ListContainersOptionsBuilder::default()
             .all(true)
@@ -369,40 +266,6 @@ impl ContainerEngine {
             .collect();
         Ok((containers, networks))
     }
-}
-
-/// The sockets an engine is looked for on: `DOCKER_HOST`'s (unix:// only), else the usual
-/// ones in order.
-fn sockets() -> Result<Vec<PathBuf>, String> {
-    match std::env::var("DOCKER_HOST") {
-        Ok(host) if !host.is_empty() => match host.strip_prefix("unix://") {
-            Some(path) => Ok(vec![PathBuf::from(path)]),
-            None => Err(format!(
-                "DOCKER_HOST={host}: only unix:// sockets are supported (a local Docker or Podman service)"
-            )),
-        },
-        _ => Ok(candidate_sockets()),
-    }
-}
-
-/// Where the engine is looked for, for messages given before any answer.
-pub fn target() -> String {
-    match sockets() {
-        Ok(sockets) => sockets
-            .iter()
-            .map(|s| s.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", "),
-        Err(e) => e,
-    }
-}
-
-/// "container engine not answering (<socket>): <what>".
-fn not_answering(socket: &Path, what: &str) -> String {
-    format!(
-        "container engine not answering ({}): {what}",
-        socket.display()
-    )
 }
 
 /// What a container is created from.

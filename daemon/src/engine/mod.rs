@@ -12,8 +12,6 @@ mod recovery;
 mod transitions;
 mod workflows;
 
-pub use workflows::{no_such_workflow, workflow_page, workflow_summary};
-
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 

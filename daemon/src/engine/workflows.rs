@@ -12,13 +12,13 @@ use std::collections::HashMap;
 
 use chrono::Utc;
 use orch_protocol::{
-    ErrorKind, ErrorReply, EventKind, RollbackStep, StatusCounts, StepRef, StepStatus, TaskId,
-    TaskSpec, TaskState, TaskStatus, Workflow, WorkflowId, WorkflowState, WorkflowStatus,
-    WorkflowStep, WorkflowSummary, WorkflowView,
+    ErrorKind, ErrorReply, EventKind, RollbackStep, StepRef, TaskId, TaskSpec, TaskState,
+    TaskStatus, Workflow, WorkflowId, WorkflowState, WorkflowStatus, WorkflowStep, WorkflowSummary,
 };
 
 use super::transitions::validate;
 use super::{Engine, Outcome, Reply, StopReason};
+use crate::workflows::views::{no_such_workflow, workflow_summary};
 use crate::workflows::{Draft, graph};
 
 impl Engine {
@@ -463,129 +463,6 @@ impl Engine {
     }
 }
 
-/// A workflow's summary: its record without its steps, its state with at most
-/// [`WorkflowSummary::MAX_FAILED_IDS`] failed step ids, and its tasks counted by status
-/// (`status_of` gives `None` for a removed task).
-pub fn workflow_summary(
-    workflow: &Workflow,
-    status_of: impl Fn(TaskId) -> Option<TaskStatus>,
-) -> WorkflowSummary {
-    let mut step_counts = StatusCounts::default();
-    for step in &workflow.steps {
-        step_counts.add(status_of(step.task));
-    }
-    let mut compensation_counts = StatusCounts::default();
-    for compensation in &workflow.rollback_steps {
-        compensation_counts.add(status_of(compensation.task));
-    }
-    WorkflowSummary {
-        id: workflow.id,
-        name: workflow.name.clone(),
-        kind: workflow.kind,
-        submitted_at: workflow.submitted_at,
-        priority: workflow.priority,
-        parallel_limit: workflow.parallel_limit,
-        rollback_enabled: workflow.rollback_enabled,
-        state: bounded_state(&workflow.state),
-        last_event: workflow.last_event,
-        steps: workflow.steps.len() as u64,
-        step_counts,
-        compensations: workflow.rollback_steps.len() as u64,
-        compensation_counts,
-        waves: workflow.waves,
-    }
-}
-
-/// The state with its lists of failed steps cut to their first ids.
-fn bounded_state(state: &WorkflowState) -> WorkflowState {
-    let mut state = state.clone();
-    if let WorkflowState::Failed { failed, .. } | WorkflowState::RollbackFailed { failed, .. } =
-        &mut state
-    {
-        failed.truncate(WorkflowSummary::MAX_FAILED_IDS);
-    }
-    state
-}
-
-/// The JSON a page of steps may take; a page holds at least one step.
-const PAGE_BYTES: usize = 4 * 1024 * 1024;
-
-/// How many steps a page lists when the request gives no limit.
-const DEFAULT_PAGE_STEPS: usize = 1000;
-
-/// Workflow `workflow`'s summary with the page of its steps (then compensations) from
-/// `offset`: at most `limit` of them, and no more than about [`PAGE_BYTES`] of JSON.
-pub fn workflow_page(
-    workflow: &Workflow,
-    status_of: impl Fn(TaskId) -> Option<TaskStatus>,
-    offset: u64,
-    limit: Option<usize>,
-) -> WorkflowView {
-    let limit = limit.unwrap_or(DEFAULT_PAGE_STEPS);
-    let total = workflow.steps.len() + workflow.rollback_steps.len();
-    let start = usize::try_from(offset).unwrap_or(usize::MAX).min(total);
-    let mut tasks = Vec::new();
-    let mut used = 0;
-    let mut end = start;
-    while end < total && tasks.len() < limit {
-        let entry = step_entry(workflow, end, &status_of);
-        used += serde_json::to_vec(&entry).map_or(0, |json| json.len() + 1);
-        if used > PAGE_BYTES && !tasks.is_empty() {
-            break;
-        }
-        tasks.push(entry);
-        end += 1;
-    }
-    WorkflowView {
-        workflow: workflow_summary(workflow, &status_of),
-        offset: start as u64,
-        tasks,
-        next_offset: (end < total).then_some(end as u64),
-        request: (start == 0).then(|| small_request(workflow)).flatten(),
-    }
-}
-
-/// Entry `index` of a workflow's steps followed by its compensations.
-fn step_entry(
-    workflow: &Workflow,
-    index: usize,
-    status_of: impl Fn(TaskId) -> Option<TaskStatus>,
-) -> StepStatus {
-    match workflow.steps.get(index) {
-        Some(step) => StepStatus {
-            id: step.id.clone(),
-            task: step.task,
-            status: status_of(step.task),
-            rollback: false,
-            round: None,
-            description: step.description.clone(),
-            dependencies: step.dependencies.clone(),
-            soft_dependencies: step.soft_dependencies.clone(),
-            has_rollback: step.rollback.is_some(),
-        },
-        None => {
-            let compensation = &workflow.rollback_steps[index - workflow.steps.len()];
-            StepStatus {
-                id: compensation.step.clone(),
-                task: compensation.task,
-                status: status_of(compensation.task),
-                rollback: true,
-                round: Some(compensation.round),
-                description: String::new(),
-                dependencies: Vec::new(),
-                soft_dependencies: Vec::new(),
-                has_rollback: false,
-            }
-        }
-    }
-}
-
-/// The workflow's request, when it is small enough to repeat in a view.
-fn small_request(workflow: &Workflow) -> Option<serde_json::Value> {
-    let size = serde_json::to_vec(&workflow.request).map_or(usize::MAX, |json| json.len());
-    (size <= WorkflowView::MAX_REQUEST_BYTES).then(|| workflow.request.clone())
-}
-
 /// Step ids for a message: the first few, then how many more (a message stays short
 /// whatever the number of steps).
 fn some_ids(ids: &[String]) -> String {
@@ -631,15 +508,6 @@ fn step_spec(
         ctx.insert("workflow".into(), workflow.into());
     }
     spec
-}
-
-/// The error for an unknown workflow id.
-pub fn no_such_workflow(id: WorkflowId) -> ErrorReply {
-    ErrorReply::field(
-        ErrorKind::NotFound,
-        "id",
-        format!("there is no workflow {id}"),
-    )
 }
 
 impl graph::Node for WorkflowStep {

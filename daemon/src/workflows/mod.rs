@@ -14,6 +14,7 @@ mod infra;
 pub mod names;
 mod secrets;
 pub mod snippets;
+pub mod views;
 
 use orch_protocol::{PlannedStep, TaskSpec, WorkflowKind, WorkflowPlan, WorkflowRequest};
 

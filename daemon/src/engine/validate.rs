@@ -148,3 +148,45 @@ fn exec_limits(spec: &TaskSpec) -> Result<(), (&'static str, String)> {
 fn spec_size(spec: &TaskSpec) -> usize {
     serde_json::to_vec(spec).map_or(usize::MAX, |v| v.len())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The field named by the refusal of `spec`.
+    fn refused_field(spec: &TaskSpec) -> Option<String> {
+        validate(spec, 0).err().and_then(|e| e.field)
+    }
+
+    #[test]
+    fn each_refusal_names_its_field() {
+        let ok = TaskSpec::command("true", vec![]);
+        assert!(validate(&ok, 0).is_ok());
+        let empty = TaskSpec::command(" ", vec![]);
+        assert_eq!(refused_field(&empty).as_deref(), Some("command"));
+        let mut backwards = ok.clone();
+        backwards.backoff.initial_ms = backwards.backoff.max_ms + 1;
+        assert_eq!(refused_field(&backwards).as_deref(), Some("backoff"));
+        let mut zero_timeout = ok.clone();
+        zero_timeout.timeout_ms = Some(0);
+        assert_eq!(refused_field(&zero_timeout).as_deref(), Some("timeout"));
+        let mut bad_env = ok.clone();
+        bad_env.env.insert("A=B".into(), "x".into());
+        assert_eq!(refused_field(&bad_env).as_deref(), Some("env"));
+    }
+
+    #[test]
+    fn what_exec_would_refuse_is_refused_at_submission() {
+        let long = "x".repeat(MAX_EXEC_STRING);
+        let too_long = TaskSpec::command("echo", vec![long]);
+        let error = validate(&too_long, 3).unwrap_err();
+        assert_eq!(error.field.as_deref(), Some("command"));
+        assert!(
+            error.message.starts_with("task #3: an argument is"),
+            "{}",
+            error.message
+        );
+        let nul = TaskSpec::command("echo", vec!["a\0b".into()]);
+        assert_eq!(refused_field(&nul).as_deref(), Some("command"));
+    }
+}

@@ -353,6 +353,11 @@ impl EngineState {
     }
 }
 
+/// A refusal of a request about task or workflow `id` in a state that does not allow it.
+fn conflict(message: String) -> ErrorReply {
+    ErrorReply::field(orch_protocol::ErrorKind::Conflict, "id", message)
+}
+
 /// `ids` without repeats, in the order of their first appearance.
 fn unique(ids: &[TaskId]) -> Vec<TaskId> {
     let mut seen = HashSet::new();

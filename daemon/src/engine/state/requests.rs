@@ -3,7 +3,7 @@
 
 use orch_protocol::{ErrorKind, ErrorReply, Task, TaskId, TaskSpec, TaskState, TaskStatus};
 
-use super::{EngineState, Outcome, Reply, StopReason};
+use super::{EngineState, Outcome, Reply, StopReason, conflict};
 use crate::engine::validate::validate;
 
 impl EngineState {
@@ -76,14 +76,10 @@ impl EngineState {
         };
         let status = task.state.status();
         if status.is_final() {
-            let error = ErrorReply::field(
-                ErrorKind::Conflict,
-                "id",
-                format!(
-                    "task {id} is already {}; there is nothing to cancel",
-                    status.as_str()
-                ),
-            );
+            let error = conflict(format!(
+                "task {id} is already {}; there is nothing to cancel",
+                status.as_str()
+            ));
             return self.refuse(reply, error);
         }
         if self.running.contains_key(&id) {
@@ -104,41 +100,29 @@ impl EngineState {
         };
         let status = task.state.status();
         if !status.is_final() || status == TaskStatus::Succeeded {
-            let error = ErrorReply::field(
-                ErrorKind::Conflict,
-                "id",
-                format!(
-                    "task {id} is {}; only failed, cancelled or dependency_failed tasks can be retried",
-                    status.as_str()
-                ),
-            );
+            let error = conflict(format!(
+                "task {id} is {}; only failed, cancelled or dependency_failed tasks can be retried",
+                status.as_str()
+            ));
             return self.refuse(reply, error);
         }
         if let Some(step) = &task.spec.workflow {
             let workflow = self.workflows.get(&step.workflow).map(|w| w.state.status());
             if workflow != Some(orch_protocol::WorkflowStatus::Running) {
-                let error = ErrorReply::field(
-                    ErrorKind::Conflict,
-                    "id",
-                    format!(
-                        "task {id} is step `{}` of workflow {}, which is {}: roll the workflow back or submit it again",
-                        step.step,
-                        step.workflow,
-                        workflow.map_or("gone", |s| s.as_str())
-                    ),
-                );
+                let error = conflict(format!(
+                    "task {id} is step `{}` of workflow {}, which is {}: roll the workflow back or submit it again",
+                    step.step,
+                    step.workflow,
+                    workflow.map_or("gone", |s| s.as_str())
+                ));
                 return self.refuse(reply, error);
             }
         }
         let state = self.initial_state(&task.spec.after, &task.spec.soft_after);
         if let TaskState::DependencyFailed { dependency, .. } = state {
-            let error = ErrorReply::field(
-                ErrorKind::Conflict,
-                "id",
-                format!(
-                    "task {id} depends on task {dependency}, which did not succeed: retry that one first"
-                ),
-            );
+            let error = conflict(format!(
+                "task {id} depends on task {dependency}, which did not succeed: retry that one first"
+            ));
             return self.refuse(reply, error);
         }
         self.requeue(id, state);

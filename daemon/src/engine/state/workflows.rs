@@ -7,11 +7,11 @@
 use std::collections::HashMap;
 
 use orch_protocol::{
-    ErrorKind, ErrorReply, StepRef, TaskId, TaskSpec, TaskStatus, Workflow, WorkflowId,
-    WorkflowState, WorkflowStatus, WorkflowStep, WorkflowSummary,
+    StepRef, TaskId, TaskSpec, TaskStatus, Workflow, WorkflowId, WorkflowState, WorkflowStatus,
+    WorkflowStep, WorkflowSummary,
 };
 
-use super::{EngineState, Outcome, Reply};
+use super::{EngineState, Outcome, Reply, conflict};
 use crate::engine::validate::validate;
 use crate::workflows::views::{no_such_workflow, workflow_summary};
 use crate::workflows::{Draft, graph};
@@ -84,8 +84,7 @@ impl EngineState {
         let name = workflow.name.clone();
         self.workflows.insert(id, workflow);
         self.set_workflow_state(id, None, Some(format!("{count} steps")));
-        let view = self.workflow_summary(id);
-        self.answer(reply, Ok(view));
+        self.answer_summary(id, reply);
         Ok(format!("workflow {id} ({name}): {count} steps"))
     }
 
@@ -100,21 +99,16 @@ impl EngineState {
         };
         let status = workflow.state.status();
         if status.is_final() {
-            let error = ErrorReply::field(
-                ErrorKind::Conflict,
-                "id",
-                format!(
-                    "workflow {id} is already {}; there is nothing to cancel",
-                    status.as_str()
-                ),
-            );
+            let error = conflict(format!(
+                "workflow {id} is already {}; there is nothing to cancel",
+                status.as_str()
+            ));
             return self.refuse(reply, error);
         }
         self.stop_workflow_tasks(id);
         let state = WorkflowState::Cancelled { at: self.now };
         self.set_workflow_state(id, Some(state), Some("cancelled on request".into()));
-        let view = self.workflow_summary(id);
-        self.answer(reply, Ok(view));
+        self.answer_summary(id, reply);
         Ok(format!("workflow {id} cancelled"))
     }
 
@@ -129,14 +123,10 @@ impl EngineState {
         };
         let status = workflow.state.status();
         if !status.is_final() || status == WorkflowStatus::RolledBack {
-            let error = ErrorReply::field(
-                ErrorKind::Conflict,
-                "id",
-                format!(
-                    "workflow {id} is {}; only a succeeded, failed, cancelled or rollback_failed workflow can be rolled back",
-                    status.as_str()
-                ),
-            );
+            let error = conflict(format!(
+                "workflow {id} is {}; only a succeeded, failed, cancelled or rollback_failed workflow can be rolled back",
+                status.as_str()
+            ));
             return self.refuse(reply, error);
         }
         let round = next_round(workflow);
@@ -148,8 +138,7 @@ impl EngineState {
         };
         self.set_workflow_state(id, Some(state), Some("rollback requested".into()));
         self.advance_workflow(id);
-        let view = self.workflow_summary(id);
-        self.answer(reply, Ok(view));
+        self.answer_summary(id, reply);
         Ok(format!("workflow {id}: rollback {round} started"))
     }
 
@@ -170,6 +159,12 @@ impl EngineState {
 
     pub(super) fn status(&self, task: TaskId) -> Option<TaskStatus> {
         self.tasks.get(&task).map(|t| t.state.status())
+    }
+
+    /// Answers `reply` with workflow `id`'s summary once this step is durable.
+    fn answer_summary(&mut self, id: WorkflowId, reply: Reply<WorkflowSummary>) {
+        let view = self.workflow_summary(id);
+        self.answer(reply, Ok(view));
     }
 
     /// The workflow's summary, with its tasks' status as the engine knows them.

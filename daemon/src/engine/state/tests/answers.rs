@@ -42,12 +42,7 @@ fn after_a_failed_commit_successes_carry_its_error_and_refusals_stand() {
 fn a_submission_with_one_bad_task_creates_none() {
     let mut h = Harness::new(1);
     let specs = vec![task(), TaskSpec::command(" ", vec![])];
-    let (step, mut answer) = h.ask(|reply| Command::Submit {
-        actor: actor(),
-        specs,
-        reply,
-    });
-    let error = answer.error();
+    let (step, error) = h.submit_refused(specs);
     assert_eq!(error.field.as_deref(), Some("command"));
     assert!(error.message.starts_with("task #1"), "{}", error.message);
     assert!(step.written().is_empty() && step.launched().is_empty());

@@ -109,12 +109,7 @@ fn a_retry_is_refused_while_a_dependency_did_not_succeed() {
 fn a_submission_naming_an_unknown_or_later_task_creates_nothing() {
     let mut h = Harness::new(1);
     let specs = vec![task(), after(&[99])];
-    let (step, mut answer) = h.ask(|reply| Command::Submit {
-        actor: actor(),
-        specs,
-        reply,
-    });
-    let error = answer.error();
+    let (step, error) = h.submit_refused(specs);
     assert_eq!(error.field.as_deref(), Some("after"));
     assert!(
         error.message.contains("task 99, which does not exist"),
@@ -124,12 +119,8 @@ fn a_submission_naming_an_unknown_or_later_task_creates_nothing() {
     assert!(step.written().is_empty() && step.launched().is_empty());
     assert_eq!(step.batch.audit.len(), 1);
     let specs = vec![after(&[2]), task()];
-    let (_, mut answer) = h.ask(|reply| Command::Submit {
-        actor: actor(),
-        specs,
-        reply,
-    });
-    assert!(answer.error().message.contains("at or after it"));
+    let (_, error) = h.submit_refused(specs);
+    assert!(error.message.contains("at or after it"));
     let (_, ids) = h.submit(vec![task()]);
     assert_eq!(ids, vec![1], "refused submissions use no ids");
 }

@@ -106,6 +106,11 @@ fn draft(steps: &[(&str, &[&str], bool)], parallel_limit: Option<u32>, rollback:
     }
 }
 
+/// A workflow of two steps: `a`, then `b` (without compensations, rollback or limit).
+fn chain() -> Draft {
+    draft(&[("a", &[], false), ("b", &["a"], false)], None, false)
+}
+
 /// The answer to a request, once its step is committed.
 struct Answered<T>(oneshot::Receiver<Result<T, ErrorReply>>);
 
@@ -189,6 +194,16 @@ impl Harness {
             reply,
         });
         (step, answer.value().iter().map(|t| t.id).collect())
+    }
+
+    /// Submits tasks that must be refused; returns the step and the refusal.
+    fn submit_refused(&mut self, specs: Vec<TaskSpec>) -> (Step, ErrorReply) {
+        let (step, mut answer) = self.ask(|reply| Command::Submit {
+            actor: actor(),
+            specs,
+            reply,
+        });
+        (step, answer.error())
     }
 
     fn cancel(&mut self, id: TaskId) -> (Step, Answered<Task>) {

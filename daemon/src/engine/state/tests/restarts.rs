@@ -53,11 +53,7 @@ fn an_interrupted_attempt_follows_its_retry_policy() {
 #[test]
 fn an_interrupted_workflow_step_is_queued_again_without_using_a_retry() {
     let mut h = Harness::new(8);
-    let (_, summary) = h.submit_workflow(draft(
-        &[("a", &[], false), ("b", &["a"], false)],
-        None,
-        false,
-    ));
+    let (_, summary) = h.submit_workflow(chain());
     let (a, b) = (h.step_task(summary.id, "a"), h.step_task(summary.id, "b"));
     let (mut h, step) = restart(&h, 1_000);
     assert_eq!(step.written(), vec![(a, Queued)]);

@@ -34,11 +34,7 @@ fn a_workflow_limit_holds_back_ready_steps_until_one_of_its_slots_frees() {
 #[test]
 fn a_workflow_succeeds_in_the_batch_of_its_last_success() {
     let mut h = Harness::new(8);
-    let (_, summary) = h.submit_workflow(draft(
-        &[("a", &[], false), ("b", &["a"], false)],
-        None,
-        false,
-    ));
+    let (_, summary) = h.submit_workflow(chain());
     let (a, b) = (h.step_task(summary.id, "a"), h.step_task(summary.id, "b"));
     let step = h.exit(a, 0);
     assert_eq!(step.launched(), vec![b]);
@@ -81,11 +77,7 @@ fn a_failed_step_without_rollback_fails_the_workflow_once_every_branch_ended() {
 #[test]
 fn cancelling_a_workflow_stops_its_running_steps_and_cancels_the_waiting_ones() {
     let mut h = Harness::new(8);
-    let (_, summary) = h.submit_workflow(draft(
-        &[("a", &[], false), ("b", &["a"], false)],
-        None,
-        false,
-    ));
+    let (_, summary) = h.submit_workflow(chain());
     let wf = summary.id;
     let (a, b) = (h.step_task(wf, "a"), h.step_task(wf, "b"));
     let (step, mut answer) = h.ask(|reply| Command::CancelWorkflow {

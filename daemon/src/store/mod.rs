@@ -6,7 +6,7 @@
 //! committed.
 
 pub mod committer;
-pub mod redb_store;
+pub mod redb;
 
 use orch_protocol::{
     AuditEntry, AuditFilter, AuditReport, Event, Task, TaskFilter, TaskId, TaskStatus, TestEnv,
@@ -16,7 +16,7 @@ use orch_protocol::{
 use crate::audit::AuditRecord;
 
 pub use committer::GroupCommitter;
-pub use redb_store::RedbStore;
+pub use redb::RedbStore;
 
 /// Errors from a store backend.
 #[derive(Debug, Clone, thiserror::Error)]

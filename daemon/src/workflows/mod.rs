@@ -22,6 +22,7 @@ mod plan;
 mod secrets;
 pub mod snippets;
 mod taskservs;
+pub mod views;
 
 use orch_protocol::{TaskSpec, WorkflowKind, WorkflowRequest};
 

@@ -8,8 +8,8 @@ use orch_protocol::{
 };
 
 use super::store_error;
-use crate::engine::{no_such_workflow, workflow_page, workflow_summary};
 use crate::server::Context;
+use crate::workflows::views::{no_such_workflow, workflow_page, workflow_summary};
 
 /// How many workflows `Workflows` returns when no limit is given.
 const DEFAULT_LIMIT: usize = 100;

@@ -12,18 +12,20 @@
 //!   and its state.
 //! - `test_envs`: test environment id → its record (JSON).
 //! - `meta`: the highest task (or workflow, or test environment) id ever assigned.
+//!
+//! Opening (creation, the integrity check, redb's panics) is in `open`; how a batch
+//! becomes one transaction is in `write`; the reads are here.
 
-use std::path::Path;
+mod open;
+mod write;
 
 use orch_protocol::{
     AuditEntry, AuditFilter, AuditReport, Event, Task, TaskFilter, TaskId, TaskStatus, TestEnv,
     Workflow, WorkflowId,
 };
 
-use crate::audit::AuditRecord;
-use redb::{
-    Database, DatabaseError, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata,
-    StorageError, TableDefinition, WriteTransaction,
+use ::redb::{
+    Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
 };
 
 use super::{Snapshot, Store, StoreError, WriteBatch};
@@ -62,212 +64,6 @@ fn decode<T: serde::de::DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T,
     serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt {
         what: what.to_string(),
         error: e.to_string(),
-    })
-}
-
-impl RedbStore {
-    /// Opens the database at `path`, creating it only when no file exists there. An empty
-    /// file, a file that is not a redb database, or one whose pages fail redb's integrity
-    /// check is refused with [`StoreError::Unusable`] and left as it is; redb's own panics
-    /// on a damaged file are caught and reported the same way.
-    pub fn open(path: &Path) -> Result<RedbStore, StoreError> {
-        let db = match std::fs::metadata(path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                create_new(path)?;
-                open_existing(path)?
-            }
-            Err(e) => return Err(backend(format!("cannot open {}: {e}", path.display()))),
-            Ok(meta) if !meta.is_file() => return Err(unusable(path, "it is not a regular file")),
-            Ok(meta) if meta.len() == 0 => {
-                return Err(unusable(path, "it is empty (0 bytes), not a database"));
-            }
-            Ok(_) => open_existing(path)?,
-        };
-        ensure_tables(&db)?;
-        Ok(RedbStore { db })
-    }
-
-    fn apply(txn: &WriteTransaction, batch: &WriteBatch) -> Result<(), redb::Error> {
-        let mut tasks = txn.open_table(TASKS)?;
-        let mut by_status = txn.open_table(BY_STATUS)?;
-        let mut queue = txn.open_table(QUEUE)?;
-        let mut counts = txn.open_table(COUNTS)?;
-        let mut events = txn.open_table(EVENTS)?;
-        for write in &batch.tasks {
-            let task = &write.task;
-            let status = task.state.status();
-            let body = serde_json::to_vec(task).expect("task records always serialize");
-            tasks.insert(task.id, body.as_slice())?;
-            if write.previous == Some(status) {
-                continue;
-            }
-            if let Some(previous) = write.previous {
-                by_status.remove((previous.code(), task.id))?;
-                let n = counts.get(previous.code())?.map_or(0, |v| v.value());
-                counts.insert(previous.code(), n.saturating_sub(1))?;
-                if previous == TaskStatus::Queued {
-                    queue.remove(queue_key(task))?;
-                }
-            }
-            by_status.insert((status.code(), task.id), ())?;
-            let n = counts.get(status.code())?.map_or(0, |v| v.value());
-            counts.insert(status.code(), n + 1)?;
-            if status == TaskStatus::Queued {
-                queue.insert(queue_key(task), ())?;
-            }
-        }
-        for event in &batch.events {
-            let body = serde_json::to_vec(event).expect("events always serialize");
-            events.insert(event.seq, body.as_slice())?;
-        }
-        let mut workflows = txn.open_table(WORKFLOWS)?;
-        for workflow in &batch.workflows {
-            let body = serde_json::to_vec(workflow).expect("workflow records always serialize");
-            workflows.insert(workflow.id, body.as_slice())?;
-        }
-        let mut envs = txn.open_table(TEST_ENVS)?;
-        for env in &batch.test_envs {
-            let body = serde_json::to_vec(env).expect("environment records always serialize");
-            envs.insert(env.id, body.as_slice())?;
-        }
-        let newest = batch
-            .tasks
-            .iter()
-            .filter(|w| w.previous.is_none())
-            .map(|w| w.task.id)
-            .chain(batch.workflows.iter().map(|w| w.id))
-            .chain(batch.test_envs.iter().map(|e| e.id))
-            .max();
-        if let Some(newest) = newest {
-            let mut meta = txn.open_table(META)?;
-            let last = meta.get(LAST_TASK_ID)?.map_or(0, |v| v.value());
-            if newest > last {
-                meta.insert(LAST_TASK_ID, newest)?;
-            }
-        }
-        for task in &batch.removals {
-            let status = task.state.status();
-            tasks.remove(task.id)?;
-            by_status.remove((status.code(), task.id))?;
-            let n = counts.get(status.code())?.map_or(0, |v| v.value());
-            counts.insert(status.code(), n.saturating_sub(1))?;
-        }
-        if !batch.audit.is_empty() {
-            Self::append_audit(txn, &batch.audit)?;
-        }
-        Ok(())
-    }
-
-    /// Seals the records onto the end of the audit chain.
-    fn append_audit(txn: &WriteTransaction, records: &[AuditRecord]) -> Result<(), redb::Error> {
-        let mut audit = txn.open_table(AUDIT)?;
-        let mut head_table = txn.open_table(AUDIT_HEAD)?;
-        let (mut seq, mut hash) = match head_table.get(HEAD)? {
-            Some(head) => serde_json::from_slice::<(u64, String)>(head.value())
-                .map_err(|e| redb::Error::Corrupted(format!("audit head: {e}")))?,
-            None => (0, crate::audit::GENESIS.to_string()),
-        };
-        let now = chrono::Utc::now();
-        for record in records {
-            seq += 1;
-            let entry = crate::audit::seal(record.clone(), seq, now, &hash);
-            let body = serde_json::to_vec(&entry).expect("audit entries serialize");
-            audit.insert(seq, body.as_slice())?;
-            hash = entry.hash;
-        }
-        let head = serde_json::to_vec(&(seq, &hash)).expect("the head serializes");
-        head_table.insert(HEAD, head.as_slice())?;
-        Ok(())
-    }
-}
-
-/// Every table, so that reads never meet a missing one.
-fn ensure_tables(db: &Database) -> Result<(), StoreError> {
-    let txn = db.begin_write().map_err(backend)?;
-    txn.open_table(TASKS).map_err(backend)?;
-    txn.open_table(BY_STATUS).map_err(backend)?;
-    txn.open_table(QUEUE).map_err(backend)?;
-    txn.open_table(COUNTS).map_err(backend)?;
-    txn.open_table(EVENTS).map_err(backend)?;
-    txn.open_table(AUDIT).map_err(backend)?;
-    txn.open_table(AUDIT_HEAD).map_err(backend)?;
-    txn.open_table(META).map_err(backend)?;
-    txn.open_table(WORKFLOWS).map_err(backend)?;
-    txn.open_table(TEST_ENVS).map_err(backend)?;
-    txn.commit().map_err(backend)
-}
-
-fn unusable(path: &Path, problem: impl Into<String>) -> StoreError {
-    StoreError::Unusable {
-        path: path.display().to_string(),
-        problem: problem.into(),
-    }
-}
-
-/// Creates a new database at `path`, which must not exist: initialized under a temporary
-/// name and then linked into place, so that an interrupted creation never leaves a
-/// half-made (or empty) file at `path`, and a file that appeared meanwhile is not replaced.
-fn create_new(path: &Path) -> Result<(), StoreError> {
-    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
-    tmp_name.push(format!(".new-{}", std::process::id()));
-    let tmp = path.with_file_name(tmp_name);
-    let cannot =
-        |e: &dyn std::fmt::Display| backend(format!("cannot create {}: {e}", path.display()));
-    let _ = std::fs::remove_file(&tmp);
-    let created = Database::create(&tmp)
-        .map_err(|e| cannot(&e))
-        .and_then(|db| ensure_tables(&db))
-        .and_then(|()| std::fs::hard_link(&tmp, path).map_err(|e| cannot(&e)));
-    let _ = std::fs::remove_file(&tmp);
-    created?;
-    if let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| cannot(&e))?;
-    }
-    Ok(())
-}
-
-/// Opens an existing database with redb's integrity check (every page's checksum), and
-/// turns both its errors and its panics on a damaged file into [`StoreError::Unusable`].
-fn open_existing(path: &Path) -> Result<Database, StoreError> {
-    let mut builder = Database::builder();
-    builder.set_check_integrity_on_open(true);
-    let opened = without_panic_output(|| builder.open(path));
-    match opened {
-        Ok(Ok(db)) => Ok(db),
-        Ok(Err(DatabaseError::DatabaseAlreadyOpen)) => Err(StoreError::AlreadyOpen {
-            path: path.display().to_string(),
-        }),
-        Ok(Err(DatabaseError::Storage(StorageError::Io(e))))
-            if e.kind() != std::io::ErrorKind::InvalidData =>
-        {
-            Err(backend(format!("cannot open {}: {e}", path.display())))
-        }
-        Ok(Err(e)) => Err(unusable(
-            path,
-            format!("it is not a readable redb database ({e})"),
-        )),
-        Err(panic) => Err(unusable(
-            path,
-            format!("it is corrupt (reading it failed: {panic})"),
-        )),
-    }
-}
-
-/// Runs `f`, catching a panic (as its message) without printing it: redb may panic on a
-/// file damaged outside it. Used at start-up only, before other threads run.
-fn without_panic_output<T>(f: impl FnOnce() -> T) -> Result<T, String> {
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-    std::panic::set_hook(hook);
-    result.map_err(|payload| {
-        payload
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "a panic without a message".to_string())
     })
 }
 
@@ -323,7 +119,7 @@ impl Store for RedbStore {
     fn commit(&self, batch: &WriteBatch) -> Result<(), StoreError> {
         let mut txn = self.db.begin_write().map_err(backend)?;
         txn.set_durability(Durability::Immediate).map_err(backend)?;
-        Self::apply(&txn, batch).map_err(backend)?;
+        write::apply(&txn, batch).map_err(backend)?;
         txn.commit().map_err(backend)
     }
 

@@ -1,13 +1,13 @@
-//! Removing finished tasks (`orch clean`).
+//! Removing finished tasks (`orch clean`): the records in the batch, their logs once
+//! the removal is durable.
 
 use std::collections::HashSet;
 
-use chrono::Utc;
 use orch_protocol::{CleanFilter, ErrorKind, ErrorReply, EventKind, TaskId};
 
-use super::{Engine, Outcome, Reply};
+use super::{EngineState, Outcome, Reply};
 
-impl Engine {
+impl EngineState {
     /// Removes the finished tasks `filter` selects, except those a kept task depends on
     /// (a retry of the kept task needs them); returns the outcome for the audit log.
     pub(super) fn clean(&mut self, filter: CleanFilter, reply: Reply<Vec<TaskId>>) -> Outcome {
@@ -25,23 +25,13 @@ impl Engine {
         let ids = self.removable(&filter);
         for id in &ids {
             let task = self.tasks.remove(id).expect("selected from the map");
-            self.pending.batch.removals.push(task);
+            self.step.batch.removals.push(task);
             self.log_event(*id, EventKind::Removed);
         }
-        let runner = self.runner.clone();
-        let removed = ids.clone();
-        self.after_commit(move |result| {
-            if result.is_ok() {
-                for id in &removed {
-                    runner.remove_log(*id);
-                }
-            }
-            let answer = result
-                .map(|()| removed)
-                .map_err(|e| ErrorReply::new(ErrorKind::Internal, e.to_string()));
-            let _ = reply.send(answer);
-        });
-        Ok(format!("removed {} tasks", ids.len()))
+        let outcome = Ok(format!("removed {} tasks", ids.len()));
+        self.step.effects.removed_logs.extend(&ids);
+        self.answer(reply, Ok(ids));
+        outcome
     }
 
     /// The selected finished tasks that no kept task depends on (hard or soft), oldest
@@ -51,7 +41,7 @@ impl Engine {
         let cutoff = filter
             .older_than_ms
             .and_then(|ms| chrono::Duration::try_milliseconds(ms.min(i64::MAX as u64) as i64))
-            .and_then(|age| Utc::now().checked_sub_signed(age));
+            .and_then(|age| self.now.checked_sub_signed(age));
         let mut selected: HashSet<TaskId> = self
             .tasks
             .values()

@@ -1,0 +1,246 @@
+//! The engine's task: it feeds the state machine, commits each step's batch through the
+//! group committer, and carries out the step's effects only once that batch is durable
+//! (commit-before-act): events published, attempts launched or stopped, retry timers
+//! armed, logs deleted, clients answered.
+//!
+//! It also keeps what the state machine must not hold: the cancellation token of each
+//! running attempt (the runner's way of stopping it), and the conversion of the runner's
+//! [`Report`]s, which arrive on their own channel, into inputs.
+
+use std::collections::HashMap;
+
+use chrono::Utc;
+use orch_protocol::{Event, TaskId};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::effects::{Answer, Effects, Step, Timer};
+use super::state::{EngineState, interrupted_attempts};
+use super::{EngineHandle, Input};
+use crate::events::EventBus;
+use crate::runner::{Launch, Report, ReportKind, Runner};
+use crate::store::{GroupCommitter, Snapshot, StoreError};
+
+/// What the engine needs from the rest of the daemon.
+pub struct EngineParts {
+    /// The store's group committer.
+    pub committer: GroupCommitter,
+    /// Where committed events go.
+    pub bus: EventBus,
+    /// Starts processes.
+    pub runner: Runner,
+    /// How many tasks may run at once.
+    pub parallel_limit: usize,
+    /// Cancelled when the engine cannot go on (the store failed): the daemon stops.
+    pub fatal: CancellationToken,
+}
+
+/// The engine's task: the state machine and the means to act on its steps.
+pub struct Engine {
+    state: EngineState,
+    committer: GroupCommitter,
+    executor: Executor,
+    /// The token of each running attempt, with the attempt's number.
+    attempts: HashMap<TaskId, (u32, CancellationToken)>,
+}
+
+/// What carries out a step's effects, on the committer's thread, once it is durable.
+#[derive(Clone)]
+struct Executor {
+    bus: EventBus,
+    runner: Runner,
+    mailbox: mpsc::UnboundedSender<Input>,
+    fatal: CancellationToken,
+    runtime: tokio::runtime::Handle,
+}
+
+/// A step's effects, with the runner's launches and tokens made ready.
+struct Work {
+    events: Vec<Event>,
+    launches: Vec<Launch>,
+    stops: Vec<CancellationToken>,
+    timers: Vec<Timer>,
+    answers: Vec<Answer>,
+    removed_logs: Vec<TaskId>,
+    progress_written: bool,
+    stopped: Vec<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Engine {
+    /// Stops the processes interrupted attempts left running, rebuilds the engine from
+    /// the store's snapshot, commits the recovery, and starts the engine task. Returns the
+    /// handle and the task's join handle.
+    pub async fn start(
+        snapshot: Snapshot,
+        parts: EngineParts,
+    ) -> Result<(EngineHandle, tokio::task::JoinHandle<()>), StoreError> {
+        let (sender, inbox) = mpsc::unbounded_channel();
+        let (reporter, reports) = mpsc::unbounded_channel();
+        crate::orphans::kill_leftovers(parts.runner.data_dir(), &interrupted_attempts(&snapshot));
+        let (state, recovery) = EngineState::recover(snapshot, parts.parallel_limit, Utc::now());
+        let executor = Executor {
+            bus: parts.bus,
+            runner: parts.runner.with_reports(reporter),
+            mailbox: sender.clone(),
+            fatal: parts.fatal,
+            runtime: tokio::runtime::Handle::current(),
+        };
+        let mut engine = Engine {
+            state,
+            committer: parts.committer,
+            executor,
+            attempts: HashMap::new(),
+        };
+        let Step { batch, effects } = recovery;
+        let work = engine.prepare(batch.events.clone(), effects);
+        engine.committer.commit(batch).await?;
+        engine.executor.carry_out(work, Ok(()));
+        let join = tokio::spawn(engine.run(inbox, reports));
+        Ok((EngineHandle { sender }, join))
+    }
+
+    /// Turn after turn: every waiting input is handled before the step is committed, so
+    /// that one transaction covers as many changes as possible. Ends once a shutdown is
+    /// answered.
+    async fn run(
+        mut self,
+        mut inbox: mpsc::UnboundedReceiver<Input>,
+        mut reports: mpsc::UnboundedReceiver<Report>,
+    ) {
+        loop {
+            let step = self.state.end_turn(Utc::now());
+            self.submit(step);
+            if self.state.is_stopped() {
+                break;
+            }
+            let first = tokio::select! {
+                Some(input) = inbox.recv() => input,
+                Some(report) = reports.recv() => Input::Report(report),
+                else => break,
+            };
+            self.feed(first);
+            loop {
+                let next = match inbox.try_recv() {
+                    Ok(input) => input,
+                    Err(_) => match reports.try_recv() {
+                        Ok(report) => Input::Report(report),
+                        Err(_) => break,
+                    },
+                };
+                self.feed(next);
+            }
+        }
+    }
+
+    fn feed(&mut self, input: Input) {
+        if let Input::Report(Report { id, attempt, kind }) = &input
+            && matches!(kind, ReportKind::Exited(_) | ReportKind::NotStarted(_))
+            && self.attempts.get(id).is_some_and(|(a, _)| a == attempt)
+        {
+            self.attempts.remove(id);
+        }
+        self.state.handle(input, Utc::now());
+    }
+
+    /// Hands the step's batch to the committer; its effects run once it is durable.
+    fn submit(&mut self, step: Step) {
+        if step.is_empty() {
+            return;
+        }
+        let Step { batch, effects } = step;
+        let work = self.prepare(batch.events.clone(), effects);
+        let executor = self.executor.clone();
+        self.committer.submit(batch, move |result| {
+            executor.carry_out(work, result.as_ref().map(|_| ()))
+        });
+    }
+
+    /// Gives each attempt to launch its token, and finds the tokens of those to stop.
+    fn prepare(&mut self, events: Vec<Event>, effects: Effects) -> Work {
+        let launches = effects
+            .launches
+            .into_iter()
+            .map(|start| {
+                let token = CancellationToken::new();
+                self.attempts
+                    .insert(start.id, (start.attempt, token.clone()));
+                Launch {
+                    id: start.id,
+                    attempt: start.attempt,
+                    spec: start.spec,
+                    token,
+                }
+            })
+            .collect();
+        let stops = effects
+            .stops
+            .iter()
+            .filter_map(|id| self.attempts.get(id).map(|(_, token)| token.clone()))
+            .collect();
+        Work {
+            events,
+            launches,
+            stops,
+            timers: effects.timers,
+            answers: effects.answers,
+            removed_logs: effects.removed_logs,
+            progress_written: effects.progress_written,
+            stopped: effects.stopped,
+        }
+    }
+}
+
+impl Executor {
+    /// Carries out a step's effects after its commit: all of them when it is durable;
+    /// when it failed, the daemon stops, acting on nothing, and only the answers go
+    /// (with the error).
+    fn carry_out(&self, work: Work, committed: Result<(), &StoreError>) {
+        match committed {
+            Err(e) => {
+                tracing::error!(error = %e, "cannot commit state; stopping the daemon");
+                self.fatal.cancel();
+            }
+            Ok(()) => {
+                self.bus.publish(work.events);
+                for launch in work.launches {
+                    self.runner.launch(&self.runtime, launch);
+                }
+                for token in work.stops {
+                    token.cancel();
+                }
+                for timer in work.timers {
+                    self.arm(timer);
+                }
+                for id in work.removed_logs {
+                    self.runner.remove_log(id);
+                }
+            }
+        }
+        if work.progress_written {
+            let _ = self.mailbox.send(Input::ProgressCommitted);
+        }
+        for answer in work.answers {
+            answer.send(committed);
+        }
+        for done in work.stopped {
+            let _ = done.send(());
+        }
+    }
+
+    /// Sends the timer's input when it is due.
+    fn arm(
+        &self,
+        Timer {
+            id,
+            next_attempt,
+            due,
+        }: Timer,
+    ) {
+        let delay = (due - Utc::now()).to_std().unwrap_or_default();
+        let mailbox = self.mailbox.clone();
+        self.runtime.spawn(async move {
+            tokio::time::sleep(delay).await;
+            let _ = mailbox.send(Input::RetryDue { id, next_attempt });
+        });
+    }
+}

@@ -1,0 +1,147 @@
+//! What one turn of the engine produces: the changes to commit, and what to do once they
+//! are durable. The state machine only describes these; the driver carries them out.
+
+use chrono::{DateTime, Utc};
+use orch_protocol::{ErrorKind, ErrorReply, Task, TaskId, TaskSpec, TestEnv, WorkflowSummary};
+use tokio::sync::oneshot;
+
+use super::Reply;
+use crate::store::{StoreError, WriteBatch};
+
+/// One turn's work: the batch to commit, then its effects.
+#[derive(Default)]
+pub struct Step {
+    /// Task, workflow and environment records, events and audit records to write in one
+    /// transaction. Its events are published once it is durable.
+    pub batch: WriteBatch,
+    /// What to do once the batch is durable.
+    pub effects: Effects,
+}
+
+impl Step {
+    /// True when there is nothing to commit and nothing to do.
+    pub fn is_empty(&self) -> bool {
+        self.batch.is_empty() && self.effects.is_empty()
+    }
+}
+
+/// What to do once a step's batch is durable (answers and shutdown waiters are answered
+/// even when the commit failed, with its error).
+#[derive(Default)]
+pub struct Effects {
+    /// Attempts to start (each one's `Running` record is in the batch).
+    pub launches: Vec<Start>,
+    /// Tasks whose running attempt is to be stopped (a cancel or a shutdown).
+    pub stops: Vec<TaskId>,
+    /// Retry timers to arm.
+    pub timers: Vec<Timer>,
+    /// Answers to requests.
+    pub answers: Vec<Answer>,
+    /// Tasks removed by this batch whose logs are to be deleted.
+    pub removed_logs: Vec<TaskId>,
+    /// The batch carries coalesced progress values: once it is durable the state machine
+    /// is told ([`Input::ProgressCommitted`](super::Input::ProgressCommitted)), so that
+    /// the next values may go.
+    pub progress_written: bool,
+    /// Shutdown requests to answer: nothing runs any more.
+    pub stopped: Vec<oneshot::Sender<()>>,
+}
+
+impl Effects {
+    fn is_empty(&self) -> bool {
+        self.launches.is_empty()
+            && self.stops.is_empty()
+            && self.timers.is_empty()
+            && self.answers.is_empty()
+            && self.removed_logs.is_empty()
+            && !self.progress_written
+            && self.stopped.is_empty()
+    }
+}
+
+/// An attempt to start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Start {
+    /// The task.
+    pub id: TaskId,
+    /// Which attempt (1-based).
+    pub attempt: u32,
+    /// What to run.
+    pub spec: TaskSpec,
+}
+
+/// A retry timer: at `due`, task `id` is queued for `next_attempt`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timer {
+    /// The task.
+    pub id: TaskId,
+    /// The attempt it waits for.
+    pub next_attempt: u32,
+    /// When it fires.
+    pub due: DateTime<Utc>,
+}
+
+/// A value a request may be answered with.
+pub trait Answerable: Sized {
+    /// The answer `result` to `reply`.
+    fn answer(reply: Reply<Self>, result: Result<Self, ErrorReply>) -> Answer;
+}
+
+/// Declares [`Answer`] with one variant per answer type, and their [`Answerable`] impls.
+macro_rules! answers {
+    ($($(#[$doc:meta])* $variant:ident($value:ty),)*) => {
+        /// An answer to a request: where it goes and what it says.
+        pub enum Answer {
+            $($(#[$doc])* $variant(Reply<$value>, Result<$value, ErrorReply>),)*
+        }
+
+        impl Answer {
+            /// Sends the answer once the batch that makes it true has been committed;
+            /// when that commit failed, a success becomes the store's error (a refusal
+            /// stands).
+            pub fn send(self, committed: Result<(), &StoreError>) {
+                match self {
+                    $(Answer::$variant(reply, result) => {
+                        let _ = reply.send(settled(result, committed));
+                    })*
+                }
+            }
+        }
+
+        $(impl Answerable for $value {
+            fn answer(reply: Reply<Self>, result: Result<Self, ErrorReply>) -> Answer {
+                Answer::$variant(reply, result)
+            }
+        })*
+    };
+}
+
+answers! {
+    /// Created tasks.
+    Tasks(Vec<Task>),
+    /// A task after a change.
+    Task(Task),
+    /// A workflow after a change.
+    Workflow(WorkflowSummary),
+    /// A saved test environment.
+    Env(TestEnv),
+    /// The ids of removed tasks.
+    Removed(Vec<TaskId>),
+    /// An audit record written.
+    Recorded(()),
+}
+
+/// `result`, unless the commit it depends on failed.
+fn settled<T>(
+    result: Result<T, ErrorReply>,
+    committed: Result<(), &StoreError>,
+) -> Result<T, ErrorReply> {
+    let value = result?;
+    committed.map_err(internal)?;
+    Ok(value)
+}
+
+/// A store failure as an error answer.
+fn internal(e: &StoreError) -> ErrorReply {
+    ErrorReply::new(ErrorKind::Internal, e.to_string())
+}

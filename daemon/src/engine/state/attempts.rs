@@ -1,0 +1,259 @@
+//! Attempts: started while slots are free, ended by the runner's reports (success,
+//! retry after a backoff, failure; a cancel or a shutdown decides how a stopped attempt
+//! counts), deferred when the system lacked resources to start them, and their progress,
+//! coalesced to the latest value per task per commit.
+
+use std::time::Duration;
+
+use orch_protocol::{Attempt, AttemptOutcome, EventKind, Progress, TaskId, TaskState, TaskStatus};
+
+use super::backoff::retry_delay;
+use super::{EngineState, Lifecycle, Running, StopReason};
+use crate::engine::effects::{Start, Timer};
+use crate::store::TaskWrite;
+
+/// How long a task whose attempt could not start for lack of resources waits before the
+/// attempt is tried again.
+pub(super) const START_RETRY_DELAY: Duration = Duration::from_secs(2);
+
+impl EngineState {
+    /// Starts queued tasks while slots are free (none once a shutdown has begun).
+    pub(super) fn dispatch(&mut self) {
+        while matches!(self.lifecycle, Lifecycle::Serving)
+            && self.running.len() < self.parallel_limit
+        {
+            let Some(id) = self.ready.pop() else { break };
+            let Some(task) = self.tasks.get(&id) else {
+                continue;
+            };
+            if !matches!(task.state, TaskState::Queued { .. }) {
+                continue; // a stale entry: cancelled or already started
+            }
+            if !self.take_workflow_slot(id) {
+                continue; // its workflow is at its limit: deferred until a slot frees
+            }
+            self.start_attempt(id);
+        }
+    }
+
+    /// Marks `id`'s next attempt running and asks for its launch.
+    fn start_attempt(&mut self, id: TaskId) {
+        let started_at = self.now;
+        let task = self.tasks.get_mut(&id).expect("a queued task");
+        let attempt = task.attempts.len() as u32 + 1;
+        task.attempts.push(Attempt {
+            number: attempt,
+            started_at,
+            finished_at: None,
+            outcome: None,
+        });
+        task.progress = None;
+        let spec = task.spec.clone();
+        self.transition(
+            id,
+            TaskState::Running {
+                attempt,
+                started_at,
+            },
+            EventKind::Started { attempt },
+        );
+        let running = Running {
+            attempt,
+            stop: None,
+        };
+        self.running.insert(id, running);
+        let start = Start { id, attempt, spec };
+        self.step.effects.launches.push(start);
+    }
+
+    /// An attempt ended with `outcome`.
+    pub(super) fn exited(&mut self, id: TaskId, attempt: u32, outcome: AttemptOutcome) {
+        let Some(running) = self.running.remove(&id) else {
+            return;
+        };
+        self.release_workflow_slot(id);
+        debug_assert_eq!(running.attempt, attempt);
+        let outcome = match running.stop {
+            Some(StopReason::Cancel) if !outcome.is_success() => AttemptOutcome::Cancelled,
+            Some(StopReason::Shutdown) if !outcome.is_success() => AttemptOutcome::Interrupted,
+            _ => outcome,
+        };
+        self.finish_attempt(id, outcome.clone());
+        if running.stop == Some(StopReason::Shutdown) && !outcome.is_success() {
+            // A graceful stop is not the task's fault: requeue without using a retry (the
+            // next start reads the queue from the store).
+            let task = self.tasks.get_mut(&id).expect("known task");
+            task.attempts_before_retry += 1;
+            self.transition(id, TaskState::Queued { since: self.now }, EventKind::Queued);
+        } else {
+            self.settle_attempt(id, attempt, outcome);
+        }
+        let waiters = self.cancel_waiters.remove(&id).unwrap_or_default();
+        for reply in waiters {
+            let task = self.copy_of(id);
+            self.answer(reply, Ok(task));
+        }
+    }
+
+    /// Records the outcome on the task's last attempt.
+    pub(super) fn finish_attempt(&mut self, id: TaskId, outcome: AttemptOutcome) {
+        let now = self.now;
+        let task = self.tasks.get_mut(&id).expect("known task");
+        if let Some(last) = task.attempts.last_mut() {
+            last.finished_at = Some(now);
+            last.outcome = Some(outcome);
+        }
+    }
+
+    /// Moves a task whose attempt ended to its next state: succeeded, retry, or failed.
+    pub(super) fn settle_attempt(&mut self, id: TaskId, attempt: u32, outcome: AttemptOutcome) {
+        let now = self.now;
+        if outcome.is_success() {
+            self.transition(
+                id,
+                TaskState::Succeeded { finished_at: now },
+                EventKind::Succeeded { attempt },
+            );
+            self.release_dependants(id);
+            return;
+        }
+        if outcome == AttemptOutcome::Cancelled {
+            self.transition(id, TaskState::Cancelled { at: now }, EventKind::Cancelled);
+            self.fail_dependants(id);
+            return;
+        }
+        let task = &self.tasks[&id];
+        if task.attempts_in_round() < task.max_attempts() {
+            let next_attempt = attempt + 1;
+            let delay = retry_delay(&task.spec.backoff, task.attempts_in_round() + 1);
+            let retry_at = self.after(delay);
+            self.transition(
+                id,
+                TaskState::RetryWaiting {
+                    next_attempt,
+                    retry_at,
+                },
+                EventKind::AttemptFailed {
+                    attempt,
+                    outcome,
+                    retry_at,
+                },
+            );
+            self.arm_timer(id, next_attempt, retry_at);
+        } else {
+            self.transition(
+                id,
+                TaskState::Failed {
+                    finished_at: now,
+                    reason: outcome.clone(),
+                },
+                EventKind::Failed { outcome },
+            );
+            self.fail_dependants(id);
+        }
+    }
+
+    /// Asks for a timer that queues `id` for `next_attempt` at `due`.
+    pub(super) fn arm_timer(
+        &mut self,
+        id: TaskId,
+        next_attempt: u32,
+        due: chrono::DateTime<chrono::Utc>,
+    ) {
+        let timer = Timer {
+            id,
+            next_attempt,
+            due,
+        };
+        self.step.effects.timers.push(timer);
+    }
+
+    /// An attempt could not start for lack of system resources: unless it was being
+    /// stopped anyway, it is not counted, and the task waits a short delay to try it again.
+    pub(super) fn not_started(&mut self, id: TaskId, attempt: u32, reason: String) {
+        let Some(running) = self.running.get(&id) else {
+            return;
+        };
+        if running.stop.is_some() {
+            // A cancel or a shutdown came first: the attempt ends as they make it end.
+            return self.exited(id, attempt, AttemptOutcome::SpawnFailed { error: reason });
+        }
+        self.running.remove(&id);
+        self.release_workflow_slot(id);
+        let task = self.tasks.get_mut(&id).expect("known task");
+        if task.attempts.last().is_some_and(|a| a.number == attempt) {
+            task.attempts.pop();
+        }
+        let retry_at = self.after(START_RETRY_DELAY);
+        self.transition(
+            id,
+            TaskState::RetryWaiting {
+                next_attempt: attempt,
+                retry_at,
+            },
+            EventKind::StartDeferred {
+                attempt,
+                reason,
+                retry_at,
+            },
+        );
+        self.arm_timer(id, attempt, retry_at);
+    }
+
+    /// A retry delay passed: the task is queued, unless the timer is stale (the task was
+    /// cancelled or retried meanwhile).
+    pub(super) fn retry_due(&mut self, id: TaskId, attempt: u32) {
+        let Some(task) = self.tasks.get(&id) else {
+            return;
+        };
+        if matches!(task.state, TaskState::RetryWaiting { next_attempt, .. } if next_attempt == attempt)
+        {
+            self.enqueue(id);
+        }
+    }
+
+    /// Records a task's progress in memory; it is written (the latest value only) by
+    /// `flush_progress` or with the task's next change.
+    pub(super) fn progress(&mut self, id: TaskId, attempt: u32, progress: Progress) {
+        let Some(task) = self.tasks.get_mut(&id) else {
+            return;
+        };
+        if !matches!(task.state, TaskState::Running { attempt: a, .. } if a == attempt) {
+            return;
+        }
+        task.progress = Some(progress);
+        self.progress_dirty.insert(id);
+    }
+
+    /// The progress event of `id`'s current progress.
+    pub(super) fn log_progress(&mut self, id: TaskId) {
+        if let Some(progress) = self.tasks.get(&id).and_then(|t| t.progress.clone()) {
+            self.log_event(id, EventKind::Progress { progress });
+        }
+    }
+
+    /// Adds the latest progress of each task whose progress changed to the step, unless
+    /// the previous such batch is not durable yet: however fast tasks print progress, each
+    /// task record is written at most once per commit.
+    pub(super) fn flush_progress(&mut self) {
+        if self.progress_in_flight || self.progress_dirty.is_empty() {
+            return;
+        }
+        for id in std::mem::take(&mut self.progress_dirty) {
+            let Some(task) = self.tasks.get(&id) else {
+                continue;
+            };
+            if !matches!(task.state, TaskState::Running { .. }) {
+                continue;
+            }
+            let write = TaskWrite {
+                task: task.clone(),
+                previous: Some(TaskStatus::Running),
+            };
+            self.step.batch.tasks.push(write);
+            self.log_progress(id);
+        }
+        self.progress_in_flight = true;
+        self.step.effects.progress_written = true;
+    }
+}

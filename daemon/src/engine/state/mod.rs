@@ -1,0 +1,365 @@
+//! The engine's state machine: every task's and workflow's in-memory state, changed by one
+//! [`Input`] at a time, with no I/O, no clock and no runtime.
+//!
+//! [`EngineState::handle`] changes memory and adds to the current [`Step`] what must be
+//! written (task and workflow records, events, audit records) and what must follow once
+//! that is durable; [`EngineState::end_turn`] moves the workflows on, starts queued tasks
+//! while slots are free, adds the coalesced progress, and hands the step over. The time
+//! is passed in with each input.
+//!
+//! - `requests`: submit, cancel and retry of tasks, and refusals;
+//! - `transitions`: a task's first state, its dependants released or failed, requeues;
+//! - `attempts`: starting attempts, their ends, retries with backoff, progress;
+//! - `workflows` (requests), `workflow_advance` (success, failure, rollback rounds) and
+//!   `workflow_limits` (the per-workflow parallel limit);
+//! - `recovery` (after a restart), `clean` (`orch clean`), `queue`, `backoff`.
+//!
+//! Reads of other tasks go through `tasks`; keeping only live work in memory later
+//! (finished tasks read from the store on demand) changes those reads, not the
+//! transitions' shape.
+
+mod attempts;
+mod backoff;
+mod clean;
+mod queue;
+mod recovery;
+mod requests;
+mod transitions;
+mod workflow_advance;
+mod workflow_limits;
+mod workflows;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use orch_protocol::{
+    Actor, ErrorReply, Event, EventKind, Task, TaskId, TaskState, TestEnv, Workflow, WorkflowId,
+};
+use tokio::sync::oneshot;
+
+use super::effects::{Answerable, Step};
+use super::{Command, Input, Reply};
+use crate::audit::AuditRecord;
+use crate::runner::{Report, ReportKind};
+use crate::store::TaskWrite;
+use queue::ReadyQueue;
+
+pub use recovery::interrupted_attempts;
+
+/// What came of a change request, in words, for the audit log.
+type Outcome = Result<String, String>;
+
+/// Why a running attempt is being stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StopReason {
+    Cancel,
+    Shutdown,
+}
+
+/// A task whose attempt is running (or about to be launched).
+struct Running {
+    attempt: u32,
+    stop: Option<StopReason>,
+}
+
+/// Where the engine is in its life.
+enum Lifecycle {
+    /// Starting tasks.
+    Serving,
+    /// Asked to stop: starts nothing, waits for the running attempts to end.
+    Stopping(Vec<oneshot::Sender<()>>),
+    /// Nothing runs; the stop has been answered.
+    Stopped,
+}
+
+/// Every task's and workflow's in-memory state. Owned by the engine's task; nothing else
+/// touches it.
+pub struct EngineState {
+    tasks: HashMap<TaskId, Task>,
+    ready: ReadyQueue,
+    dependants: HashMap<TaskId, Vec<TaskId>>,
+    running: HashMap<TaskId, Running>,
+    cancel_waiters: HashMap<TaskId, Vec<Reply<Task>>>,
+    workflows: HashMap<WorkflowId, Workflow>,
+    /// How many tasks of each workflow run now.
+    workflow_running: HashMap<WorkflowId, usize>,
+    /// Ready tasks held back by their workflow's parallel limit.
+    deferred: HashMap<WorkflowId, ReadyQueue>,
+    /// Workflows whose tasks changed since they were last looked at.
+    touched_workflows: BTreeSet<WorkflowId>,
+    /// Running tasks whose progress changed since it was last written: only the latest
+    /// value of each is written, once per commit (see `flush_progress`).
+    progress_dirty: BTreeSet<TaskId>,
+    /// A batch of progress values is being committed.
+    progress_in_flight: bool,
+    parallel_limit: usize,
+    next_id: TaskId,
+    next_seq: u64,
+    lifecycle: Lifecycle,
+    /// The time of the input being handled.
+    now: DateTime<Utc>,
+    /// What this turn changed and must do.
+    step: Step,
+}
+
+impl EngineState {
+    /// An engine with nothing in it, whose next event has sequence number `next_seq`.
+    fn empty(parallel_limit: usize, next_seq: u64, now: DateTime<Utc>) -> EngineState {
+        EngineState {
+            tasks: HashMap::new(),
+            ready: ReadyQueue::default(),
+            dependants: HashMap::new(),
+            running: HashMap::new(),
+            cancel_waiters: HashMap::new(),
+            workflows: HashMap::new(),
+            workflow_running: HashMap::new(),
+            deferred: HashMap::new(),
+            touched_workflows: BTreeSet::new(),
+            progress_dirty: BTreeSet::new(),
+            progress_in_flight: false,
+            parallel_limit: parallel_limit.max(1),
+            next_id: 1,
+            next_seq,
+            lifecycle: Lifecycle::Serving,
+            now,
+            step: Step::default(),
+        }
+    }
+
+    /// Changes memory for `input`, received at `now`, and adds what it writes and does to
+    /// the current step.
+    pub fn handle(&mut self, input: Input, now: DateTime<Utc>) {
+        self.now = now;
+        match input {
+            Input::Request(command) => self.request(command),
+            Input::Report(Report { id, attempt, kind }) => match kind {
+                ReportKind::Exited(outcome) => self.exited(id, attempt, outcome),
+                ReportKind::NotStarted(reason) => self.not_started(id, attempt, reason),
+                ReportKind::Progress(progress) => self.progress(id, attempt, progress),
+            },
+            Input::RetryDue { id, next_attempt } => self.retry_due(id, next_attempt),
+            Input::ProgressCommitted => self.progress_in_flight = false,
+        }
+    }
+
+    /// Ends a turn (after every waiting input was handled): moves the workflows on,
+    /// starts queued tasks while slots are free, adds the latest progress, answers a
+    /// finished shutdown, and returns the step to commit and carry out.
+    pub fn end_turn(&mut self, now: DateTime<Utc>) -> Step {
+        self.now = now;
+        self.advance_workflows();
+        self.dispatch();
+        self.flush_progress();
+        if let Lifecycle::Stopping(waiters) = &mut self.lifecycle
+            && self.running.is_empty()
+        {
+            self.step.effects.stopped = std::mem::take(waiters);
+            self.lifecycle = Lifecycle::Stopped;
+        }
+        std::mem::take(&mut self.step)
+    }
+
+    /// True once a shutdown has been answered: nothing runs and nothing will start.
+    pub fn is_stopped(&self) -> bool {
+        matches!(self.lifecycle, Lifecycle::Stopped)
+    }
+
+    fn request(&mut self, command: Command) {
+        match command {
+            Command::Submit {
+                actor,
+                specs,
+                reply,
+            } => {
+                let params = crate::audit::submitted_params(&specs);
+                let outcome = self.submit(specs, reply);
+                self.audit(actor, "submit", params, outcome);
+            }
+            Command::SubmitWorkflow {
+                actor,
+                draft,
+                reply,
+            } => {
+                let params = draft.request.clone();
+                let outcome = self.submit_workflow(*draft, reply);
+                self.audit(actor, "workflow_submit", params, outcome);
+            }
+            Command::CancelWorkflow { actor, id, reply } => {
+                let outcome = self.cancel_workflow(id, reply);
+                self.audit_on(actor, "workflow_cancel", id, outcome);
+            }
+            Command::RollbackWorkflow { actor, id, reply } => {
+                let outcome = self.rollback_workflow(id, reply);
+                self.audit_on(actor, "workflow_rollback", id, outcome);
+            }
+            Command::SaveEnv { env, audit, reply } => self.save_env(*env, audit, reply),
+            Command::Clean {
+                actor,
+                filter,
+                reply,
+            } => {
+                let params = serde_json::to_value(&filter).expect("filters serialize");
+                let outcome = self.clean(filter, reply);
+                self.audit(actor, "clean", params, outcome);
+            }
+            Command::Audit { record, reply } => {
+                self.step.batch.audit.push(record);
+                self.answer(reply, Ok(()));
+            }
+            Command::Cancel { actor, id, reply } => {
+                let outcome = self.cancel(id, reply);
+                self.audit_on(actor, "cancel", id, outcome);
+            }
+            Command::Retry { actor, id, reply } => {
+                let outcome = self.retry(id, reply);
+                self.audit_on(actor, "retry", id, outcome);
+            }
+            Command::Shutdown { done } => self.begin_shutdown(done),
+        }
+    }
+
+    /// Records a test environment (assigning an id to a new one) and its audit record.
+    fn save_env(&mut self, mut env: TestEnv, audit: Option<AuditRecord>, reply: Reply<TestEnv>) {
+        if env.id == 0 {
+            env.id = self.next_id;
+            self.next_id += 1;
+        }
+        self.step.batch.test_envs.push(env.clone());
+        self.step.batch.audit.extend(audit);
+        self.answer(reply, Ok(env));
+    }
+
+    /// Stops starting tasks and stops the running ones (they are requeued as they end).
+    fn begin_shutdown(&mut self, done: oneshot::Sender<()>) {
+        match &mut self.lifecycle {
+            Lifecycle::Stopping(waiters) => waiters.push(done),
+            _ => self.lifecycle = Lifecycle::Stopping(vec![done]),
+        }
+        let running: Vec<TaskId> = self.running.keys().copied().collect();
+        for id in running {
+            // A cancel already under way stays a cancel.
+            self.stop(id, StopReason::Shutdown);
+        }
+    }
+
+    /// Stops `id`'s running attempt; a cancel wins over a shutdown (the task must not be
+    /// requeued), while a shutdown leaves a cancel under way as it is.
+    fn stop(&mut self, id: TaskId, reason: StopReason) {
+        let Some(running) = self.running.get_mut(&id) else {
+            return;
+        };
+        match reason {
+            StopReason::Cancel => running.stop = Some(reason),
+            StopReason::Shutdown => _ = running.stop.get_or_insert(reason),
+        }
+        self.step.effects.stops.push(id);
+    }
+
+    /// Records a change request in the audit log, in the same transaction as the change.
+    fn audit(
+        &mut self,
+        actor: Actor,
+        action: &'static str,
+        params: serde_json::Value,
+        outcome: Outcome,
+    ) {
+        let record = AuditRecord::new(actor, action, params, outcome);
+        self.step.batch.audit.push(record);
+    }
+
+    /// [`Self::audit`] for a request about one task or workflow.
+    fn audit_on(&mut self, actor: Actor, action: &'static str, id: u64, outcome: Outcome) {
+        self.audit(actor, action, serde_json::json!({ "id": id }), outcome);
+    }
+
+    /// Answers `reply` with `result` once this step is durable.
+    fn answer<T: Answerable>(&mut self, reply: Reply<T>, result: Result<T, ErrorReply>) {
+        self.step.effects.answers.push(T::answer(reply, result));
+    }
+
+    /// Refuses a request; returns the outcome for the audit log. The error was decided
+    /// from the in-memory state, so it is answered once that state (and the request's
+    /// audit entry) is durable: a client never sees, say, "already succeeded" before it is
+    /// true on disk.
+    fn refuse<T: Answerable>(&mut self, reply: Reply<T>, error: ErrorReply) -> Outcome {
+        let outcome = Err(error.message.clone());
+        self.answer(reply, Err(error));
+        outcome
+    }
+
+    /// Records a state change of `id`: in memory, in the step's batch, and as an event.
+    fn transition(&mut self, id: TaskId, state: TaskState, kind: EventKind) {
+        if self.progress_dirty.remove(&id) {
+            // The latest progress comes before the change (which writes it with the task).
+            self.log_progress(id);
+        }
+        let task = self.tasks.get_mut(&id).expect("transition of a known task");
+        let previous = Some(task.state.status());
+        let now_final = state.status().is_final();
+        task.state = state;
+        let write = TaskWrite {
+            task: task.clone(),
+            previous,
+        };
+        self.step.batch.tasks.push(write);
+        self.log_event(id, kind);
+        if now_final {
+            self.note_step_finished(id);
+        }
+    }
+
+    fn log_event(&mut self, task: TaskId, kind: EventKind) {
+        let workflow = self
+            .tasks
+            .get(&task)
+            .and_then(|t| t.spec.workflow.as_ref())
+            .map(|s| s.workflow);
+        self.push_event(task, workflow, kind);
+    }
+
+    /// Logs an event of workflow `id` itself.
+    fn log_workflow_event(&mut self, id: WorkflowId, kind: EventKind) {
+        self.push_event(id, Some(id), kind);
+    }
+
+    fn push_event(&mut self, task: TaskId, workflow: Option<WorkflowId>, kind: EventKind) {
+        let event = Event {
+            seq: self.next_seq,
+            at: self.now,
+            task,
+            workflow,
+            kind,
+        };
+        self.next_seq += 1;
+        self.step.batch.events.push(event);
+    }
+
+    /// The time `delay` from now (delays are bounded at submission, so this cannot
+    /// overflow in practice; it saturates if it would).
+    fn after(&self, delay: Duration) -> DateTime<Utc> {
+        chrono::Duration::from_std(delay)
+            .ok()
+            .and_then(|d| self.now.checked_add_signed(d))
+            .unwrap_or(DateTime::<Utc>::MAX_UTC)
+    }
+
+    /// A copy of task `id` (which must exist), for answers.
+    fn copy_of(&self, id: TaskId) -> Task {
+        self.tasks[&id].clone()
+    }
+}
+
+/// A refusal of a request about task or workflow `id` in a state that does not allow it.
+fn conflict(message: String) -> ErrorReply {
+    ErrorReply::field(orch_protocol::ErrorKind::Conflict, "id", message)
+}
+
+/// `ids` without repeats, in the order of their first appearance.
+fn unique(ids: &[TaskId]) -> Vec<TaskId> {
+    let mut seen = HashSet::new();
+    ids.iter().copied().filter(|id| seen.insert(*id)).collect()
+}

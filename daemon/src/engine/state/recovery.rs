@@ -1,0 +1,116 @@
+//! Rebuilding the engine after a restart.
+//!
+//! Queued tasks go back in the queue, blocked ones wait on their dependencies again,
+//! retry timers are re-armed, and an attempt that was running when the daemon died is
+//! recorded as interrupted and follows the task's retry policy (the driver stops the
+//! processes it left running first: see [`interrupted_attempts`]). An interrupted workflow
+//! step is queued again without using a retry (steps are idempotent, and the crash was
+//! not the step's fault), so a workflow goes on from where it stopped. Succeeded tasks are
+//! left alone, so they never run again.
+
+use std::collections::HashSet;
+
+use chrono::{DateTime, Utc};
+use orch_protocol::{AttemptOutcome, StepRef, TaskId, TaskState, Workflow, WorkflowState};
+
+use super::EngineState;
+use crate::engine::effects::Step;
+use crate::store::Snapshot;
+
+/// The tasks whose attempt was running when the last daemon stopped: the processes they
+/// left must be stopped before the engine recovers them.
+pub fn interrupted_attempts(snapshot: &Snapshot) -> HashSet<TaskId> {
+    snapshot
+        .tasks
+        .iter()
+        .filter(|t| matches!(t.state, TaskState::Running { .. }))
+        .map(|t| t.id)
+        .collect()
+}
+
+impl EngineState {
+    /// The engine rebuilt from `snapshot` at `now`, and the step recording the recovery
+    /// (interrupted attempts settled, retry timers re-armed), to commit before anything
+    /// else happens.
+    pub fn recover(
+        snapshot: Snapshot,
+        parallel_limit: usize,
+        now: DateTime<Utc>,
+    ) -> (EngineState, Step) {
+        let mut state = EngineState::empty(parallel_limit, snapshot.last_event_seq + 1, now);
+        let highest = snapshot
+            .tasks
+            .iter()
+            .map(|t| t.id)
+            .chain(snapshot.workflows.iter().map(|w| w.id))
+            .chain(snapshot.test_envs.iter().map(|e| e.id))
+            .max()
+            .unwrap_or(0);
+        state.next_id = highest.max(snapshot.last_task_id) + 1;
+        let mut interrupted = Vec::new();
+        for task in snapshot.tasks {
+            match &task.state {
+                TaskState::Running { attempt, .. } => interrupted.push((task.id, *attempt)),
+                TaskState::RetryWaiting {
+                    retry_at,
+                    next_attempt,
+                } => state.arm_timer(task.id, *next_attempt, *retry_at),
+                TaskState::Blocked { .. } => state.enter(&task),
+                _ => {}
+            }
+            state.tasks.insert(task.id, task);
+        }
+        for id in snapshot.queue {
+            if let Some(task) = state.tasks.get(&id) {
+                state.ready.push(task.spec.priority, id);
+            }
+        }
+        state.recover_workflows(snapshot.workflows);
+        for (id, attempt) in interrupted {
+            state.interrupted(id, attempt);
+        }
+        state.advance_workflows();
+        let step = std::mem::take(&mut state.step);
+        (state, step)
+    }
+
+    /// Settles attempt `attempt` of `id`, which a daemon stop interrupted.
+    fn interrupted(&mut self, id: TaskId, attempt: u32) {
+        tracing::warn!(task = id, attempt, "attempt interrupted by a daemon stop");
+        self.finish_attempt(id, AttemptOutcome::Interrupted);
+        match self.tasks[&id].spec.workflow.clone() {
+            Some(step) if self.workflow_still_wants(&step) => {
+                // Not counted: the crash was not the step's fault.
+                self.tasks
+                    .get_mut(&id)
+                    .expect("known task")
+                    .attempts_before_retry += 1;
+                self.enqueue(id);
+            }
+            // Its workflow was cancelled or is rolling back: it was being stopped.
+            Some(_) => self.cancel_waiting(id),
+            None => self.settle_attempt(id, attempt, AttemptOutcome::Interrupted),
+        }
+    }
+
+    /// Whether the workflow still wants this step or compensation to run (after a
+    /// restart): a step while the workflow runs, a compensation of the current rollback.
+    fn workflow_still_wants(&self, step: &StepRef) -> bool {
+        match self.workflows.get(&step.workflow).map(|w| &w.state) {
+            Some(WorkflowState::Running { .. }) => !step.rollback,
+            Some(WorkflowState::RollingBack { started: true, .. }) => step.rollback,
+            _ => false,
+        }
+    }
+
+    /// Rebuilds the workflows; each unfinished one is looked at again once the
+    /// interrupted tasks are settled.
+    fn recover_workflows(&mut self, workflows: Vec<Workflow>) {
+        for workflow in workflows {
+            if !workflow.state.status().is_final() {
+                self.touched_workflows.insert(workflow.id);
+            }
+            self.workflows.insert(workflow.id, workflow);
+        }
+    }
+}

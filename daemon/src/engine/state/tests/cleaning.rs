@@ -1,0 +1,78 @@
+//! `orch clean`: finished tasks removed, except what kept tasks depend on.
+
+use orch_protocol::{CleanFilter, ErrorKind, TaskStatus};
+
+use super::*;
+
+fn clean(h: &mut Harness, filter: CleanFilter) -> (Step, Answered<Vec<TaskId>>) {
+    h.ask(|reply| Command::Clean {
+        actor: actor(),
+        filter,
+        reply,
+    })
+}
+
+#[test]
+fn clean_keeps_what_kept_tasks_depend_on_and_deletes_the_logs_once_durable() {
+    let mut h = Harness::new(8);
+    // 1 succeeded, needed by 2 (still running); 3 succeeded, needed by nothing; 4
+    // succeeded, needed (softly) by 5, which failed and is not selected.
+    let specs = vec![
+        task(),
+        after(&[1]),
+        task(),
+        task(),
+        TaskSpec {
+            soft_after: vec![4],
+            ..task()
+        },
+    ];
+    h.submit(specs);
+    for id in [1, 3, 4] {
+        h.exit(id, 0);
+    }
+    h.exit(5, 1);
+    let filter = CleanFilter {
+        status: vec![TaskStatus::Succeeded],
+        ..CleanFilter::default()
+    };
+    let (step, mut answer) = clean(&mut h, filter);
+    assert_eq!(answer.value(), vec![3]);
+    let removed: Vec<_> = step.batch.removals.iter().map(|t| t.id).collect();
+    assert_eq!(removed, vec![3]);
+    assert_eq!(step.effects.removed_logs, vec![3]);
+    assert_eq!(step.events(), events(&[(3, "removed")]));
+    assert!(!h.state.tasks.contains_key(&3));
+    assert!(h.state.tasks.contains_key(&1) && h.state.tasks.contains_key(&4));
+}
+
+#[test]
+fn clean_by_age_measures_from_the_engines_clock() {
+    let mut h = Harness::new(8);
+    h.submit(vec![task()]);
+    h.exit(1, 0);
+    h.later(60 * 60 * 1000);
+    let older_than = |minutes: u64| CleanFilter {
+        older_than_ms: Some(minutes * 60 * 1000),
+        ..CleanFilter::default()
+    };
+    assert!(clean(&mut h, older_than(61)).1.value().is_empty());
+    assert_eq!(clean(&mut h, older_than(59)).1.value(), vec![1]);
+}
+
+#[test]
+fn clean_refuses_a_state_that_is_not_final() {
+    let mut h = Harness::new(8);
+    h.submit(vec![task()]);
+    let filter = CleanFilter {
+        status: vec![TaskStatus::Running],
+        ..CleanFilter::default()
+    };
+    let (step, mut answer) = clean(&mut h, filter);
+    let error = answer.error();
+    assert_eq!(
+        (error.kind, error.field.as_deref()),
+        (ErrorKind::BadRequest, Some("status"))
+    );
+    assert!(step.batch.removals.is_empty() && step.effects.removed_logs.is_empty());
+}

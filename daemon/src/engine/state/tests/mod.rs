@@ -1,0 +1,356 @@
+//! Unit tests of the engine's state machine: inputs in, steps out, with no runtime, no
+//! store and no process. Each test asserts on what a step would commit and do (writes,
+//! events, launches, stops, timers, answers) as well as on the state it leaves.
+//!
+//! The harness plays the driver's part: it hands each input to the state with the test's
+//! clock, ends the turn, and delivers the step's answers as after a successful commit
+//! (checking that none was sent before).
+
+mod answers;
+mod cancels;
+mod cleaning;
+mod dependencies;
+mod ordering;
+mod progress;
+mod restarts;
+mod retries;
+mod rollbacks;
+mod stopping;
+mod workflow_runs;
+
+use chrono::{DateTime, TimeZone, Utc};
+use orch_protocol::{
+    Actor, AttemptOutcome, ErrorReply, Task, TaskId, TaskSpec, TaskState, TaskStatus, Workflow,
+    WorkflowId, WorkflowKind, WorkflowState, WorkflowStatus, WorkflowSummary,
+};
+use tokio::sync::oneshot;
+
+use super::EngineState;
+use crate::engine::effects::Step;
+use crate::engine::{Command, Input, Reply};
+use crate::runner::{Report, ReportKind};
+use crate::store::{Snapshot, StoreError};
+use crate::workflows::{Draft, DraftStep};
+
+/// The tests' clock starts here.
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2030, 1, 1, 0, 0, 0).unwrap()
+}
+
+/// Who asks, in every request.
+fn actor() -> Actor {
+    Actor {
+        uid: 1000,
+        interface: "socket".into(),
+    }
+}
+
+/// A command task that does nothing.
+fn task() -> TaskSpec {
+    TaskSpec::command("true", vec![])
+}
+
+/// [`task`] at `priority`.
+fn with_priority(priority: i32) -> TaskSpec {
+    TaskSpec { priority, ..task() }
+}
+
+/// [`task`] with hard dependencies `after`.
+fn after(after: &[TaskId]) -> TaskSpec {
+    TaskSpec {
+        after: after.to_vec(),
+        ..task()
+    }
+}
+
+/// [`task`] with `retries` retries and a fixed nominal backoff of `backoff_ms`.
+fn retrying(retries: u32, backoff_ms: u64) -> TaskSpec {
+    let mut spec = task();
+    spec.retries = retries;
+    spec.backoff.initial_ms = backoff_ms;
+    spec.backoff.max_ms = backoff_ms.max(spec.backoff.max_ms);
+    spec
+}
+
+/// An exit with `code`.
+fn exited(code: i32) -> ReportKind {
+    ReportKind::Exited(AttemptOutcome::Exited { code })
+}
+
+/// The end of an attempt stopped by a signal (as a cancel or a shutdown ends it).
+fn signalled() -> ReportKind {
+    ReportKind::Exited(AttemptOutcome::Signalled { signal: 15 })
+}
+
+/// A workflow of `steps`: (id, hard dependencies, has a compensation).
+fn draft(steps: &[(&str, &[&str], bool)], parallel_limit: Option<u32>, rollback: bool) -> Draft {
+    Draft {
+        name: "test".into(),
+        kind: WorkflowKind::Batch,
+        request: serde_json::json!({}),
+        priority: 0,
+        parallel_limit,
+        rollback_enabled: rollback,
+        steps: steps
+            .iter()
+            .map(|(id, after, compensated)| DraftStep {
+                id: id.to_string(),
+                description: String::new(),
+                spec: task(),
+                dependencies: after.iter().map(ToString::to_string).collect(),
+                soft_dependencies: Vec::new(),
+                rollback: compensated.then(task),
+                fill_workflow_id: false,
+            })
+            .collect(),
+    }
+}
+
+/// A workflow of two steps: `a`, then `b` (without compensations, rollback or limit).
+fn chain() -> Draft {
+    draft(&[("a", &[], false), ("b", &["a"], false)], None, false)
+}
+
+/// The answer to a request, once its step is committed.
+struct Answered<T>(oneshot::Receiver<Result<T, ErrorReply>>);
+
+impl<T> Answered<T> {
+    /// The answer given (which must be there).
+    fn result(&mut self) -> Result<T, ErrorReply> {
+        self.0.try_recv().expect("answered")
+    }
+
+    /// The success given.
+    fn value(&mut self) -> T {
+        self.result()
+            .unwrap_or_else(|e| panic!("refused: {}", e.message))
+    }
+
+    /// The refusal given.
+    fn error(&mut self) -> ErrorReply {
+        match self.result() {
+            Ok(_) => panic!("accepted"),
+            Err(e) => e,
+        }
+    }
+
+    /// True while no answer has been given.
+    fn waiting(&mut self) -> bool {
+        matches!(self.0.try_recv(), Err(oneshot::error::TryRecvError::Empty))
+    }
+}
+
+/// The state machine and the tests' clock.
+struct Harness {
+    state: EngineState,
+    now: DateTime<Utc>,
+}
+
+impl Harness {
+    /// An empty engine that runs `parallel` tasks at once.
+    fn new(parallel: usize) -> Harness {
+        let (state, step) = EngineState::recover(Snapshot::default(), parallel, t0());
+        assert!(step.is_empty());
+        Harness { state, now: t0() }
+    }
+
+    /// The engine rebuilt from `snapshot` at `now`, and the recovery's step.
+    fn restarted(snapshot: Snapshot, parallel: usize, now: DateTime<Utc>) -> (Harness, Step) {
+        let (state, step) = EngineState::recover(snapshot, parallel, now);
+        (Harness { state, now }, step)
+    }
+
+    /// Moves the clock on.
+    fn later(&mut self, ms: i64) {
+        self.now += chrono::Duration::milliseconds(ms);
+    }
+
+    /// One turn with `inputs`; answers are delivered as after a successful commit.
+    fn turn(&mut self, inputs: Vec<Input>) -> Step {
+        for input in inputs {
+            self.state.handle(input, self.now);
+        }
+        let mut step = self.state.end_turn(self.now);
+        commit(&mut step, Ok(()));
+        step
+    }
+
+    /// One turn with a request; its answer must not come before the commit.
+    fn ask<T>(&mut self, make: impl FnOnce(Reply<T>) -> Command) -> (Step, Answered<T>) {
+        let (reply, receiver) = oneshot::channel();
+        let mut answered = Answered(receiver);
+        self.state.handle(Input::Request(make(reply)), self.now);
+        let mut step = self.state.end_turn(self.now);
+        assert!(answered.waiting(), "answered before the commit");
+        commit(&mut step, Ok(()));
+        (step, answered)
+    }
+
+    /// Submits tasks (which must be accepted); returns the step and their ids.
+    fn submit(&mut self, specs: Vec<TaskSpec>) -> (Step, Vec<TaskId>) {
+        let (step, mut answer) = self.ask(|reply| Command::Submit {
+            actor: actor(),
+            specs,
+            reply,
+        });
+        (step, answer.value().iter().map(|t| t.id).collect())
+    }
+
+    /// Submits tasks that must be refused; returns the step and the refusal.
+    fn submit_refused(&mut self, specs: Vec<TaskSpec>) -> (Step, ErrorReply) {
+        let (step, mut answer) = self.ask(|reply| Command::Submit {
+            actor: actor(),
+            specs,
+            reply,
+        });
+        (step, answer.error())
+    }
+
+    fn cancel(&mut self, id: TaskId) -> (Step, Answered<Task>) {
+        self.ask(|reply| Command::Cancel {
+            actor: actor(),
+            id,
+            reply,
+        })
+    }
+
+    fn retry(&mut self, id: TaskId) -> (Step, Answered<Task>) {
+        self.ask(|reply| Command::Retry {
+            actor: actor(),
+            id,
+            reply,
+        })
+    }
+
+    /// Submits a workflow (which must be accepted).
+    fn submit_workflow(&mut self, draft: Draft) -> (Step, WorkflowSummary) {
+        let (step, mut answer) = self.ask(|reply| Command::SubmitWorkflow {
+            actor: actor(),
+            draft: Box::new(draft),
+            reply,
+        });
+        (step, answer.value())
+    }
+
+    /// The runner's report about `id`'s running attempt.
+    fn report(&mut self, id: TaskId, kind: ReportKind) -> Step {
+        let attempt = self.running_attempt(id);
+        self.turn(vec![Input::Report(Report { id, attempt, kind })])
+    }
+
+    /// `id`'s running attempt ends with `code`.
+    fn exit(&mut self, id: TaskId, code: i32) -> Step {
+        self.report(id, exited(code))
+    }
+
+    /// The clock moves to the timer's time, and it fires.
+    fn fire(&mut self, timer: crate::engine::effects::Timer) -> Step {
+        self.now = self.now.max(timer.due);
+        let (id, next_attempt) = (timer.id, timer.next_attempt);
+        self.turn(vec![Input::RetryDue { id, next_attempt }])
+    }
+
+    fn task(&self, id: TaskId) -> &Task {
+        &self.state.tasks[&id]
+    }
+
+    fn status(&self, id: TaskId) -> TaskStatus {
+        self.task(id).state.status()
+    }
+
+    fn running_attempt(&self, id: TaskId) -> u32 {
+        match self.task(id).state {
+            TaskState::Running { attempt, .. } => attempt,
+            ref other => panic!("task {id} is not running: {other:?}"),
+        }
+    }
+
+    fn workflow(&self, id: WorkflowId) -> &Workflow {
+        &self.state.workflows[&id]
+    }
+
+    /// The task of step `step` of workflow `id`.
+    fn step_task(&self, id: WorkflowId, step: &str) -> TaskId {
+        let workflow = self.workflow(id);
+        workflow.steps.iter().find(|s| s.id == step).unwrap().task
+    }
+
+    /// The compensation task of step `step` in rollback round `round`.
+    fn compensation(&self, id: WorkflowId, step: &str, round: u32) -> TaskId {
+        let workflow = self.workflow(id);
+        let found = workflow.rollback_steps.iter();
+        found
+            .filter(|r| r.step == step && r.round == round)
+            .map(|r| r.task)
+            .next()
+            .unwrap()
+    }
+
+    /// What the store would hold once every step so far is committed.
+    fn snapshot(&self) -> Snapshot {
+        let mut tasks: Vec<Task> = self.state.tasks.values().cloned().collect();
+        tasks.sort_by_key(|t| t.id);
+        let mut queued: Vec<&Task> = tasks
+            .iter()
+            .filter(|t| matches!(t.state, TaskState::Queued { .. }))
+            .collect();
+        queued.sort_by_key(|t| (-i64::from(t.spec.priority), t.id));
+        let queue = queued.iter().map(|t| t.id).collect();
+        let mut workflows: Vec<Workflow> = self.state.workflows.values().cloned().collect();
+        workflows.sort_by_key(|w| w.id);
+        Snapshot {
+            tasks,
+            workflows,
+            test_envs: Vec::new(),
+            queue,
+            last_event_seq: self.state.next_seq - 1,
+            last_task_id: self.state.next_id - 1,
+        }
+    }
+}
+
+/// Delivers the step's answers as the driver does after its commit.
+fn commit(step: &mut Step, committed: Result<(), &StoreError>) {
+    for answer in std::mem::take(&mut step.effects.answers) {
+        answer.send(committed);
+    }
+}
+
+/// What tests read from a step.
+impl Step {
+    /// The tasks whose attempt it launches.
+    fn launched(&self) -> Vec<TaskId> {
+        self.effects.launches.iter().map(|s| s.id).collect()
+    }
+
+    /// Each task record it writes, with the status written.
+    fn written(&self) -> Vec<(TaskId, TaskStatus)> {
+        let writes = self.batch.tasks.iter();
+        writes.map(|w| (w.task.id, w.task.state.status())).collect()
+    }
+
+    /// Each event it logs: the task (or workflow) and the event's type.
+    fn events(&self) -> Vec<(TaskId, String)> {
+        let events = self.batch.events.iter();
+        events.map(|e| (e.task, kind_name(&e.kind))).collect()
+    }
+
+    /// The workflow states it writes.
+    fn workflow_states(&self) -> Vec<WorkflowStatus> {
+        let written = self.batch.workflows.iter();
+        written.map(|w| w.state.status()).collect()
+    }
+}
+
+/// An event's type as logged (`submitted`, `started`, ...).
+fn kind_name(kind: &orch_protocol::EventKind) -> String {
+    let json = serde_json::to_value(kind).unwrap();
+    json["type"].as_str().unwrap().to_string()
+}
+
+/// `(id, name)` pairs from borrowed names, for comparing with [`Step::events`].
+fn events(list: &[(TaskId, &str)]) -> Vec<(TaskId, String)> {
+    list.iter()
+        .map(|(id, name)| (*id, name.to_string()))
+        .collect()
+}

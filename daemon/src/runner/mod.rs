@@ -1,0 +1,336 @@
+//! Runs one attempt of a task as a process in its own process group, and reports what
+//! became of it through its own [`Report`] type (the engine depends on the runner, never
+//! the reverse).
+//!
+//! - [`log`]: the task's log file (capped, with a free-space reserve), output read line
+//!   by line in bounded pieces, and progress lines.
+//! - [`params`]: the attempt's parameters, in the environment or a private file, and the
+//!   Nushell prelude that reads them into `$params`.
+//!
+//! A timeout or a cancel stops the whole process group: SIGTERM, then SIGKILL after a
+//! grace period.
+
+mod log;
+mod params;
+
+pub use log::{DEFAULT_MAX_LOG_BYTES, log_path};
+pub use crate::nu_command::PRELUDE;
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use orch_protocol::{AttemptOutcome, Progress, TaskId, TaskKind, TaskSpec};
+use tokio::process::Child;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use log::{TaskLog, lock, pump_output};
+use crate::nu_command::{NuCommand, Owner, ParamsFile, Program};
+
+/// How long a stopped process group gets between SIGTERM and SIGKILL.
+const KILL_GRACE: Duration = Duration::from_secs(3);
+
+/// How long output is still read after the main process exited (a background child may
+/// hold the pipe open).
+const DRAIN_GRACE: Duration = Duration::from_millis(500);
+
+/// One attempt to start.
+pub struct Launch {
+    /// The task.
+    pub id: TaskId,
+    /// Which attempt (1-based).
+    pub attempt: u32,
+    /// What to run.
+    pub spec: TaskSpec,
+    /// Cancelled to stop the attempt.
+    pub token: CancellationToken,
+}
+
+/// What the runner says about an attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    /// The task.
+    pub id: TaskId,
+    /// Which attempt.
+    pub attempt: u32,
+    /// What happened.
+    pub kind: ReportKind,
+}
+
+/// What happened to an attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReportKind {
+    /// The attempt ended (its process exited, was stopped, or could not be started).
+    Exited(AttemptOutcome),
+    /// The attempt could not start for lack of system resources (descriptors,
+    /// processes, memory): not the task's fault. Carries the system's error.
+    NotStarted(String),
+    /// The task printed a progress line.
+    Progress(Progress),
+}
+
+/// Settings for running tasks.
+#[derive(Debug, Clone)]
+pub struct RunnerConfig {
+    /// The `nu` binary for Nushell tasks.
+    pub nu_binary: PathBuf,
+    /// Where per-task log files go.
+    pub logs_dir: PathBuf,
+    /// The daemon's data directory: the working directory of tasks that do not name one,
+    /// and the owner marker in every task's environment (see [`crate::orphans`]).
+    pub data_dir: PathBuf,
+    /// The largest a task's log file may grow (all attempts together); later output is
+    /// discarded, after one line saying so.
+    pub max_log_bytes: u64,
+}
+
+/// Why an attempt could not be started.
+enum StartError {
+    /// The system is out of file descriptors or processes: not the task's fault.
+    Exhausted(String),
+    /// Anything else (no such program, not executable, ...): a failed attempt.
+    Failed(String),
+}
+
+impl StartError {
+    /// Classifies `error`, met while starting the attempt; `what` names what was started.
+    fn of(what: &str, error: &std::io::Error) -> StartError {
+        let message = format!("{what}: {error}");
+        match error.raw_os_error() {
+            Some(libc::EMFILE | libc::ENFILE | libc::EAGAIN | libc::ENOMEM) => {
+                StartError::Exhausted(message)
+            }
+            _ => StartError::Failed(message),
+        }
+    }
+}
+
+/// Where the reports of one attempt go.
+#[derive(Clone)]
+struct Reporter {
+    reports: Option<mpsc::UnboundedSender<Report>>,
+    id: TaskId,
+    attempt: u32,
+}
+
+impl Reporter {
+    fn send(&self, kind: ReportKind) {
+        if let Some(reports) = &self.reports {
+            let (id, attempt) = (self.id, self.attempt);
+            let _ = reports.send(Report { id, attempt, kind });
+        }
+    }
+}
+
+/// Starts attempts and reports what becomes of them.
+#[derive(Clone)]
+pub struct Runner {
+    config: Arc<RunnerConfig>,
+    reports: Option<mpsc::UnboundedSender<Report>>,
+}
+
+impl Runner {
+    /// A runner with these settings; the engine connects its reports. Creates the private
+    /// directory of parameters files (removing files a crashed daemon left) and the
+    /// prelude of Nushell scripts.
+    pub fn new(config: RunnerConfig) -> std::io::Result<Runner> {
+        params::prepare_dir(&config)?;
+        Ok(Runner {
+            config: Arc::new(config),
+            reports: None,
+        })
+    }
+
+    /// Deletes the log of a removed task (a task that printed nothing has none).
+    pub fn remove_log(&self, id: TaskId) {
+        let path = log_path(&self.config.logs_dir, id);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                tracing::warn!(log = %path.display(), error = %e, "cannot delete a task's log");
+            }
+            _ => {}
+        }
+    }
+
+    /// The daemon's data directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.config.data_dir
+    }
+
+    /// The same runner, sending its reports to `reports`.
+    pub fn with_reports(mut self, reports: mpsc::UnboundedSender<Report>) -> Runner {
+        self.reports = Some(reports);
+        self
+    }
+
+    /// Starts the attempt on `runtime`; its progress lines and its end are reported
+    /// ([`ReportKind::NotStarted`] when the system lacked the resources to start it).
+    pub fn launch(&self, runtime: &tokio::runtime::Handle, launch: Launch) {
+        let runner = self.clone();
+        runtime.spawn(async move {
+            let reporter = runner.reporter(&launch);
+            let kind = match runner.run(launch).await {
+                Ok(outcome) => ReportKind::Exited(outcome),
+                Err(reason) => {
+                    let (task, attempt) = (reporter.id, reporter.attempt);
+                    tracing::warn!(task, attempt, %reason, "cannot start a task for lack of resources; it will be tried again");
+                    ReportKind::NotStarted(reason)
+                }
+            };
+            reporter.send(kind);
+        });
+    }
+
+    fn reporter(&self, launch: &Launch) -> Reporter {
+        Reporter {
+            reports: self.reports.clone(),
+            id: launch.id,
+            attempt: launch.attempt,
+        }
+    }
+
+    /// Runs the attempt to its end; `Err` with the reason when it could not start for
+    /// lack of system resources.
+    async fn run(&self, launch: Launch) -> Result<AttemptOutcome, String> {
+        if launch.token.is_cancelled() {
+            return Ok(AttemptOutcome::Cancelled);
+        }
+        let log = TaskLog::shared(
+            log_path(&self.config.logs_dir, launch.id),
+            launch.attempt,
+            self.config.max_log_bytes,
+        );
+        let (mut child, _params_file) = match self.spawn(&launch) {
+            Ok(started) => started,
+            Err(StartError::Exhausted(reason)) => return Err(reason),
+            Err(StartError::Failed(error)) => {
+                let line = format!("orch: could not start the task: {error}\n");
+                lock(&log).write(line.as_bytes());
+                return Ok(AttemptOutcome::SpawnFailed { error });
+            }
+        };
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let progress = Some(self.reporter(&launch));
+        let mut out = tokio::spawn(pump_output(stdout, log.clone(), progress));
+        let mut err = tokio::spawn(pump_output(stderr, log, None));
+        let outcome = supervise(&mut child, launch.spec.timeout_ms, &launch.token).await;
+        // Output after the process ended is still logged, for a short while; a background
+        // child that keeps the pipes open is not followed further (its output is dropped,
+        // and the pipes are closed on our side).
+        let drained = tokio::time::timeout(DRAIN_GRACE, async {
+            let _ = (&mut out).await;
+            let _ = (&mut err).await;
+        })
+        .await;
+        if drained.is_err() {
+            out.abort();
+            err.abort();
+        }
+        Ok(outcome)
+    }
+
+    /// Starts the attempt's process (built by [`NuCommand`], like every process the
+    /// daemon runs for others); the parameters file (if any) must live until it ends.
+    fn spawn(&self, launch: &Launch) -> Result<(Child, Option<ParamsFile>), StartError> {
+        let spec = &launch.spec;
+        let prelude = self.config.prelude_path();
+        let program = match &spec.kind {
+            TaskKind::Command { program, args } => Program::Plain { program, args },
+            TaskKind::Nu { code } => Program::Snippet(code),
+            TaskKind::NuFile { path } => Program::Script {
+                prelude: &prelude,
+                script: path,
+            },
+        };
+        let owner = Owner::Task {
+            id: launch.id,
+            attempt: launch.attempt,
+        };
+        let params_file = self
+            .config
+            .params_dir()
+            .join(format!("{}-{}.json", launch.id, launch.attempt));
+        let (mut process, params_file) = NuCommand::new(
+            &self.config.nu_binary,
+            program,
+            owner,
+            &self.config.data_dir,
+        )
+        .cwd(spec.cwd.as_deref().unwrap_or(&self.config.data_dir))
+        .envs(&spec.env)
+        .build(&spec.params, &params_file)
+        .map_err(|e| StartError::of(&params_file.display().to_string(), &e))?;
+        process
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(false);
+        let child = process.spawn().map_err(|e| match &spec.kind {
+            TaskKind::Command { program, .. } => StartError::of(program, &e),
+            _ => StartError::of(&self.config.nu_binary.display().to_string(), &e),
+        })?;
+        Ok((child, params_file))
+    }
+}
+
+/// Waits for the process, its timeout, or a cancel, whichever comes first.
+async fn supervise(
+    child: &mut Child,
+    timeout_ms: Option<u64>,
+    token: &CancellationToken,
+) -> AttemptOutcome {
+    let timeout = async {
+        match timeout_ms {
+            Some(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        status = child.wait() => match status {
+            Ok(status) => outcome_of(status),
+            Err(e) => AttemptOutcome::SpawnFailed { error: e.to_string() },
+        },
+        () = timeout => {
+            stop_group(child).await;
+            AttemptOutcome::TimedOut { after_ms: timeout_ms.unwrap_or_default() }
+        }
+        () = token.cancelled() => {
+            stop_group(child).await;
+            AttemptOutcome::Cancelled
+        }
+    }
+}
+
+fn outcome_of(status: ExitStatus) -> AttemptOutcome {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => AttemptOutcome::Exited { code },
+        (None, Some(signal)) => AttemptOutcome::Signalled { signal },
+        (None, None) => AttemptOutcome::Exited { code: -1 },
+    }
+}
+
+/// SIGTERM to the whole group, SIGKILL after the grace period, and reap the child.
+async fn stop_group(child: &mut Child) {
+    let Some(pid) = child.id() else { return };
+    signal_group(pid, libc::SIGTERM);
+    if tokio::time::timeout(KILL_GRACE, child.wait())
+        .await
+        .is_err()
+    {
+        signal_group(pid, libc::SIGKILL);
+        let _ = child.wait().await;
+    }
+    // Members of the group that outlived the leader get no second chance.
+    signal_group(pid, libc::SIGKILL);
+}
+
+fn signal_group(pgid: u32, signal: libc::c_int) {
+    // SAFETY: kill(2) has no memory-safety preconditions; a negative pid names the group
+    // that `process_group(0)` created with the child's pid as its id.
+    unsafe {
+        libc::kill(-(pgid as libc::pid_t), signal);
+    }
+}

@@ -1,0 +1,126 @@
+//! Opening the store file: created only when none exists (under a temporary name, then
+//! linked into place), an existing one opened with redb's integrity check, and redb's
+//! errors and panics on a damaged file turned into a clear refusal that names it.
+
+use std::path::Path;
+
+use ::redb::{Database, DatabaseError, StorageError};
+
+use super::{
+    AUDIT, AUDIT_HEAD, BY_STATUS, COUNTS, EVENTS, META, QUEUE, RedbStore, TASKS, TEST_ENVS,
+    WORKFLOWS, backend,
+};
+use crate::store::StoreError;
+
+impl RedbStore {
+    /// Opens the database at `path`, creating it only when no file exists there. An empty
+    /// file, a file that is not a redb database, or one whose pages fail redb's integrity
+    /// check is refused with [`StoreError::Unusable`] and left as it is; redb's own panics
+    /// on a damaged file are caught and reported the same way.
+    pub fn open(path: &Path) -> Result<RedbStore, StoreError> {
+        let db = match std::fs::metadata(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                create_new(path)?;
+                open_existing(path)?
+            }
+            Err(e) => return Err(backend(format!("cannot open {}: {e}", path.display()))),
+            Ok(meta) if !meta.is_file() => return Err(unusable(path, "it is not a regular file")),
+            Ok(meta) if meta.len() == 0 => {
+                return Err(unusable(path, "it is empty (0 bytes), not a database"));
+            }
+            Ok(_) => open_existing(path)?,
+        };
+        ensure_tables(&db)?;
+        Ok(RedbStore { db })
+    }
+}
+
+/// Every table, so that reads never meet a missing one.
+fn ensure_tables(db: &Database) -> Result<(), StoreError> {
+    let txn = db.begin_write().map_err(backend)?;
+    txn.open_table(TASKS).map_err(backend)?;
+    txn.open_table(BY_STATUS).map_err(backend)?;
+    txn.open_table(QUEUE).map_err(backend)?;
+    txn.open_table(COUNTS).map_err(backend)?;
+    txn.open_table(EVENTS).map_err(backend)?;
+    txn.open_table(AUDIT).map_err(backend)?;
+    txn.open_table(AUDIT_HEAD).map_err(backend)?;
+    txn.open_table(META).map_err(backend)?;
+    txn.open_table(WORKFLOWS).map_err(backend)?;
+    txn.open_table(TEST_ENVS).map_err(backend)?;
+    txn.commit().map_err(backend)
+}
+
+fn unusable(path: &Path, problem: impl Into<String>) -> StoreError {
+    StoreError::Unusable {
+        path: path.display().to_string(),
+        problem: problem.into(),
+    }
+}
+
+/// Creates a new database at `path`, which must not exist: initialized under a temporary
+/// name and then linked into place, so that an interrupted creation never leaves a
+/// half-made (or empty) file at `path`, and a file that appeared meanwhile is not replaced.
+fn create_new(path: &Path) -> Result<(), StoreError> {
+    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+    tmp_name.push(format!(".new-{}", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    let cannot =
+        |e: &dyn std::fmt::Display| backend(format!("cannot create {}: {e}", path.display()));
+    let _ = std::fs::remove_file(&tmp);
+    let created = Database::create(&tmp)
+        .map_err(|e| cannot(&e))
+        .and_then(|db| ensure_tables(&db))
+        .and_then(|()| std::fs::hard_link(&tmp, path).map_err(|e| cannot(&e)));
+    let _ = std::fs::remove_file(&tmp);
+    created?;
+    if let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| cannot(&e))?;
+    }
+    Ok(())
+}
+
+/// Opens an existing database with redb's integrity check (every page's checksum), and
+/// turns both its errors and its panics on a damaged file into [`StoreError::Unusable`].
+fn open_existing(path: &Path) -> Result<Database, StoreError> {
+    let mut builder = Database::builder();
+    builder.set_check_integrity_on_open(true);
+    let opened = without_panic_output(|| builder.open(path));
+    match opened {
+        Ok(Ok(db)) => Ok(db),
+        Ok(Err(DatabaseError::DatabaseAlreadyOpen)) => Err(StoreError::AlreadyOpen {
+            path: path.display().to_string(),
+        }),
+        Ok(Err(DatabaseError::Storage(StorageError::Io(e))))
+            if e.kind() != std::io::ErrorKind::InvalidData =>
+        {
+            Err(backend(format!("cannot open {}: {e}", path.display())))
+        }
+        Ok(Err(e)) => Err(unusable(
+            path,
+            format!("it is not a readable redb database ({e})"),
+        )),
+        Err(panic) => Err(unusable(
+            path,
+            format!("it is corrupt (reading it failed: {panic})"),
+        )),
+    }
+}
+
+/// Runs `f`, catching a panic (as its message) without printing it: redb may panic on a
+/// file damaged outside it. Used at start-up only, before other threads run.
+fn without_panic_output<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    std::panic::set_hook(hook);
+    result.map_err(|payload| {
+        payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "a panic without a message".to_string())
+    })
+}

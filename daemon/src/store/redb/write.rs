@@ -1,0 +1,107 @@
+//! One batch as one write transaction: task records and their indexes (status index,
+//! counts, queue), events, workflows, test environments, the highest id, removals, and the
+//! audit entries sealed onto the chain.
+
+use ::redb::{ReadableTable, WriteTransaction};
+use orch_protocol::TaskStatus;
+
+use super::{
+    AUDIT, AUDIT_HEAD, BY_STATUS, COUNTS, EVENTS, HEAD, LAST_TASK_ID, META, QUEUE, TASKS,
+    TEST_ENVS, WORKFLOWS, queue_key,
+};
+use crate::audit::AuditRecord;
+use crate::store::WriteBatch;
+
+/// Writes `batch` in `txn` (the caller commits).
+pub(super) fn apply(txn: &WriteTransaction, batch: &WriteBatch) -> Result<(), redb::Error> {
+    let mut tasks = txn.open_table(TASKS)?;
+    let mut by_status = txn.open_table(BY_STATUS)?;
+    let mut queue = txn.open_table(QUEUE)?;
+    let mut counts = txn.open_table(COUNTS)?;
+    let mut events = txn.open_table(EVENTS)?;
+    for write in &batch.tasks {
+        let task = &write.task;
+        let status = task.state.status();
+        let body = serde_json::to_vec(task).expect("task records always serialize");
+        tasks.insert(task.id, body.as_slice())?;
+        if write.previous == Some(status) {
+            continue;
+        }
+        if let Some(previous) = write.previous {
+            by_status.remove((previous.code(), task.id))?;
+            let n = counts.get(previous.code())?.map_or(0, |v| v.value());
+            counts.insert(previous.code(), n.saturating_sub(1))?;
+            if previous == TaskStatus::Queued {
+                queue.remove(queue_key(task))?;
+            }
+        }
+        by_status.insert((status.code(), task.id), ())?;
+        let n = counts.get(status.code())?.map_or(0, |v| v.value());
+        counts.insert(status.code(), n + 1)?;
+        if status == TaskStatus::Queued {
+            queue.insert(queue_key(task), ())?;
+        }
+    }
+    for event in &batch.events {
+        let body = serde_json::to_vec(event).expect("events always serialize");
+        events.insert(event.seq, body.as_slice())?;
+    }
+    let mut workflows = txn.open_table(WORKFLOWS)?;
+    for workflow in &batch.workflows {
+        let body = serde_json::to_vec(workflow).expect("workflow records always serialize");
+        workflows.insert(workflow.id, body.as_slice())?;
+    }
+    let mut envs = txn.open_table(TEST_ENVS)?;
+    for env in &batch.test_envs {
+        let body = serde_json::to_vec(env).expect("environment records always serialize");
+        envs.insert(env.id, body.as_slice())?;
+    }
+    let newest = batch
+        .tasks
+        .iter()
+        .filter(|w| w.previous.is_none())
+        .map(|w| w.task.id)
+        .chain(batch.workflows.iter().map(|w| w.id))
+        .chain(batch.test_envs.iter().map(|e| e.id))
+        .max();
+    if let Some(newest) = newest {
+        let mut meta = txn.open_table(META)?;
+        let last = meta.get(LAST_TASK_ID)?.map_or(0, |v| v.value());
+        if newest > last {
+            meta.insert(LAST_TASK_ID, newest)?;
+        }
+    }
+    for task in &batch.removals {
+        let status = task.state.status();
+        tasks.remove(task.id)?;
+        by_status.remove((status.code(), task.id))?;
+        let n = counts.get(status.code())?.map_or(0, |v| v.value());
+        counts.insert(status.code(), n.saturating_sub(1))?;
+    }
+    if !batch.audit.is_empty() {
+        append_audit(txn, &batch.audit)?;
+    }
+    Ok(())
+}
+
+/// Seals the records onto the end of the audit chain.
+fn append_audit(txn: &WriteTransaction, records: &[AuditRecord]) -> Result<(), redb::Error> {
+    let mut audit = txn.open_table(AUDIT)?;
+    let mut head_table = txn.open_table(AUDIT_HEAD)?;
+    let (mut seq, mut hash) = match head_table.get(HEAD)? {
+        Some(head) => serde_json::from_slice::<(u64, String)>(head.value())
+            .map_err(|e| redb::Error::Corrupted(format!("audit head: {e}")))?,
+        None => (0, crate::audit::GENESIS.to_string()),
+    };
+    let now = chrono::Utc::now();
+    for record in records {
+        seq += 1;
+        let entry = crate::audit::seal(record.clone(), seq, now, &hash);
+        let body = serde_json::to_vec(&entry).expect("audit entries serialize");
+        audit.insert(seq, body.as_slice())?;
+        hash = entry.hash;
+    }
+    let head = serde_json::to_vec(&(seq, &hash)).expect("the head serializes");
+    head_table.insert(HEAD, head.as_slice())?;
+    Ok(())
+}

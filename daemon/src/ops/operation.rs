@@ -41,14 +41,7 @@ impl Route {
         summary: &'static str,
         answer: Answer,
     ) -> Route {
-        Route {
-            id,
-            method: Method::Get,
-            path,
-            summary,
-            body: None,
-            answer,
-        }
+        Route::new(id, Method::Get, path, summary, None, answer)
     }
 
     /// A `POST` route, taking a body of the schema `body` when there is one.
@@ -59,14 +52,7 @@ impl Route {
         body: Option<&'static str>,
         answer: Answer,
     ) -> Route {
-        Route {
-            id,
-            method: Method::Post,
-            path,
-            summary,
-            body,
-            answer,
-        }
+        Route::new(id, Method::Post, path, summary, body, answer)
     }
 
     /// A `DELETE` route.
@@ -76,12 +62,23 @@ impl Route {
         summary: &'static str,
         answer: Answer,
     ) -> Route {
+        Route::new(id, Method::Delete, path, summary, None, answer)
+    }
+
+    const fn new(
+        id: RouteId,
+        method: Method,
+        path: &'static str,
+        summary: &'static str,
+        body: Option<&'static str>,
+        answer: Answer,
+    ) -> Route {
         Route {
             id,
-            method: Method::Delete,
+            method,
             path,
             summary,
-            body: None,
+            body,
             answer,
         }
     }

@@ -15,15 +15,12 @@ pub async fn submit(
     actor: Actor,
     specs: Vec<TaskSpec>,
 ) -> Result<Vec<Task>, AppError> {
-    let tasks = ctx
-        .engine
-        .request(|reply| Command::Submit {
-            actor,
-            specs,
-            reply,
-        })
-        .await?;
-    Ok(tasks)
+    let submit = |reply| Command::Submit {
+        actor,
+        specs,
+        reply,
+    };
+    Ok(ctx.engine.request(submit).await?)
 }
 
 /// `List`: committed tasks matching a filter, newest first.
@@ -38,20 +35,14 @@ pub fn get(ctx: &Context, id: TaskId) -> Result<Task, AppError> {
 
 /// `Cancel`: stops a task.
 pub async fn cancel(ctx: &Context, actor: Actor, id: TaskId) -> Result<Task, AppError> {
-    let task = ctx
-        .engine
-        .request(|reply| Command::Cancel { actor, id, reply })
-        .await?;
-    Ok(task)
+    let cancel = |reply| Command::Cancel { actor, id, reply };
+    Ok(ctx.engine.request(cancel).await?)
 }
 
 /// `Retry`: queues a failed or cancelled task again.
 pub async fn retry(ctx: &Context, actor: Actor, id: TaskId) -> Result<Task, AppError> {
-    let task = ctx
-        .engine
-        .request(|reply| Command::Retry { actor, id, reply })
-        .await?;
-    Ok(task)
+    let retry = |reply| Command::Retry { actor, id, reply };
+    Ok(ctx.engine.request(retry).await?)
 }
 
 /// `Clean`: removes finished tasks; the ids removed.
@@ -60,15 +51,12 @@ pub async fn clean(
     actor: Actor,
     filter: CleanFilter,
 ) -> Result<Vec<TaskId>, AppError> {
-    let ids = ctx
-        .engine
-        .request(|reply| Command::Clean {
-            actor,
-            filter,
-            reply,
-        })
-        .await?;
-    Ok(ids)
+    let clean = |reply| Command::Clean {
+        actor,
+        filter,
+        reply,
+    };
+    Ok(ctx.engine.request(clean).await?)
 }
 
 /// `Wait`: every named task once all are in a final state, in the order named.

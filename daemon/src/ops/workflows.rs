@@ -80,11 +80,8 @@ pub async fn cancel(
     actor: Actor,
     id: WorkflowId,
 ) -> Result<WorkflowSummary, AppError> {
-    let summary = ctx
-        .engine
-        .request(|reply| Command::CancelWorkflow { actor, id, reply })
-        .await?;
-    Ok(summary)
+    let cancel = |reply| Command::CancelWorkflow { actor, id, reply };
+    Ok(ctx.engine.request(cancel).await?)
 }
 
 /// `WorkflowRollback`: compensates its completed steps.
@@ -93,9 +90,6 @@ pub async fn rollback(
     actor: Actor,
     id: WorkflowId,
 ) -> Result<WorkflowSummary, AppError> {
-    let summary = ctx
-        .engine
-        .request(|reply| Command::RollbackWorkflow { actor, id, reply })
-        .await?;
-    Ok(summary)
+    let rollback = |reply| Command::RollbackWorkflow { actor, id, reply };
+    Ok(ctx.engine.request(rollback).await?)
 }

@@ -3,8 +3,8 @@
 
 use orch_protocol::Request;
 
-/// One per [`Request`] variant.
-#[allow(missing_docs)] // each is named after its `Request` variant
+/// One per [`Request`] variant, each named after it (so each variant's doc is its
+/// request's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RequestKind {
     Health,

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
 
-use crate::http::auth::Role;
+use crate::policy::Role;
 use orch_protocol::paths;
 
 /// The store backends this build knows.

@@ -5,8 +5,11 @@
 //! - [`audit`]: the hash-chained audit log of every change request.
 //! - [`redact`]: secrets hidden from readers below admin, on every interface.
 //! - [`socket`]: binding the owner-only Unix socket, with stale-socket detection.
-//! - [`server`]: the accept loop, the handshake, and one handler per request kind
-//!   (`server/handlers/`).
+//! - [`ops`]: the application layer: the one table of operations (socket request, role,
+//!   HTTP routes, OpenAPI entries) and each operation, returning domain values.
+//! - [`policy`]: who may do what (roles, what an operation needs, who sees secrets).
+//! - [`server`]: the socket adapter: the accept loop, the handshake, requests dispatched
+//!   to their operations and answered as frames.
 //! - [`engine`]: the priority queue, parallel limits, retries with backoff, timeouts,
 //!   cancel, hard and soft dependencies, workflows with rollback, and crash recovery; one
 //!   task owns all of it.
@@ -17,10 +20,12 @@
 //! - [`nu_command`]: how every process the daemon runs for others is built (Nushell
 //!   prelude, parameters, crash markers), shared by the runner and test environments.
 //! - [`store`]: the [`store::Store`] trait, its redb backend, and the group committer.
-//! - [`events`]: the one event bus that every watcher reads.
+//! - [`events`]: the one event bus, and the one stream (log replay, then the bus) that
+//!   every watcher reads.
 //! - [`orphans`]: stopping processes that a crashed daemon left running.
-//! - [`http`]: the REST shim (`--port`) over the same handlers, with tokens and roles.
-//! - [`metrics`]: Prometheus metrics.
+//! - [`http`]: the HTTP adapter (`--port`): the table's routes over the same operations,
+//!   with tokens.
+//! - [`metrics`]: Prometheus metrics (`prometheus-client`).
 //! - [`files`]: small files written atomically beside the database.
 //! - [`shutdown`] and [`logging`]: signals and the daemon's own log.
 //!
@@ -37,7 +42,9 @@ pub mod http;
 pub mod logging;
 pub mod metrics;
 pub mod nu_command;
+pub mod ops;
 pub mod orphans;
+pub mod policy;
 pub mod redact;
 pub mod runner;
 pub mod server;
@@ -105,8 +112,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         queued = snapshot.queue.len(),
         "state loaded"
     );
-    let commit_latency = Arc::new(metrics::Histogram::new(metrics::COMMIT_BOUNDS));
-    let (committer, writer) = GroupCommitter::start(store.clone(), commit_latency.clone());
+    let commit_latency = metrics::commit_latency();
+    let observe = commit_latency.clone();
+    let (committer, writer) = GroupCommitter::start(
+        store.clone(),
+        Box::new(move |took| observe.observe(took.as_secs_f64())),
+    );
     let shutdown = CancellationToken::new();
     shutdown::cancel_on_signals(shutdown.clone())?;
     // Cancelled when a state change cannot be committed: the daemon stops at once,
@@ -153,7 +164,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     // Leftover scripts are stopped now; containers are recovered in the background
     // (requests that need the engine are refused until that is done).
     testenvs.recover();
-    let ctx = Arc::new(server::Context {
+    let ctx = Arc::new(ops::Context {
         store,
         engine: engine.clone(),
         bus,
@@ -170,7 +181,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         shutdown: shutdown.clone(),
     });
     let http = http_parts.map(|(listener, tokens)| {
-        let metrics = metrics::Metrics::start(&ctx.bus, ctx.store.clone(), commit_latency);
+        let (bus, store, testenvs) = (&ctx.bus, ctx.store.clone(), ctx.testenvs.clone());
+        let metrics = metrics::Metrics::start(bus, store, testenvs, commit_latency);
         let open = cli.http_auth == config::HttpAuth::None;
         let app = http::router(ctx.clone(), tokens, metrics, open);
         tokio::spawn(http::serve(listener, app, ctx.clone()))

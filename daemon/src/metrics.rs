@@ -1,93 +1,82 @@
-//! Metrics in the Prometheus text format (`GET /metrics`): what the store and the event
-//! bus say, computed at scrape time, plus histograms and counters kept as atomics.
+//! Metrics in the Prometheus text format (`GET /metrics`), through the `prometheus-client`
+//! crate: counters and histograms it keeps (fed by the event bus and, for commit latency,
+//! by the group committer's callback), and gauges of what the store and the test
+//! environment service say, read at scrape time ([`State`]).
 
-use std::fmt::Write as _;
+use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use orch_protocol::{EventKind, TaskStatus};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
 
 use crate::events::EventBus;
 use crate::store::Store;
+use crate::testenv::TestEnvService;
 
-/// A histogram with fixed upper bounds (in seconds).
-pub struct Histogram {
-    bounds: &'static [f64],
-    buckets: Vec<AtomicU64>,
-    count: AtomicU64,
-    sum_micros: AtomicU64,
-}
-
-impl Histogram {
-    /// An empty histogram over `bounds` (ascending, in seconds).
-    pub fn new(bounds: &'static [f64]) -> Histogram {
-        Histogram {
-            bounds,
-            buckets: bounds.iter().map(|_| AtomicU64::new(0)).collect(),
-            count: AtomicU64::new(0),
-            sum_micros: AtomicU64::new(0),
-        }
-    }
-
-    /// Records one observation.
-    pub fn observe(&self, seconds: f64) {
-        for (bound, bucket) in self.bounds.iter().zip(&self.buckets) {
-            if seconds <= *bound {
-                bucket.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        self.count.fetch_add(1, Ordering::Relaxed);
-        self.sum_micros
-            .fetch_add((seconds * 1e6) as u64, Ordering::Relaxed);
-    }
-
-    fn render(&self, out: &mut String, name: &str, help: &str) {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
-        for (bound, bucket) in self.bounds.iter().zip(&self.buckets) {
-            let _ = writeln!(
-                out,
-                "{name}_bucket{{le=\"{bound}\"}} {}",
-                bucket.load(Ordering::Relaxed)
-            );
-        }
-        let count = self.count.load(Ordering::Relaxed);
-        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
-        let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
-        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {count}");
-    }
-}
+/// The `Content-Type` of the exposition.
+pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 
 /// Commit latency buckets: 0.1 ms to 1 s.
-pub const COMMIT_BOUNDS: &[f64] = &[
+const COMMIT_BOUNDS: [f64; 10] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1, 1.0,
 ];
 /// Task duration buckets: 10 ms to 1 h.
-const TASK_BOUNDS: &[f64] = &[0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 60.0, 300.0, 3600.0];
+const TASK_BOUNDS: [f64; 10] = [0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 60.0, 300.0, 3600.0];
 
-/// Counters fed by the event bus.
+/// The histogram of store commit latency (seconds), made before the committer starts so
+/// that its callback can feed it.
+pub fn commit_latency() -> Histogram {
+    Histogram::new(COMMIT_BOUNDS)
+}
+
+/// Every metric, for `GET /metrics`.
 pub struct Metrics {
-    /// Store commit latency (fed by the group committer).
-    pub commit_latency: Arc<Histogram>,
-    task_duration: Histogram,
-    retries: AtomicU64,
-    failures: AtomicU64,
+    registry: Registry,
 }
 
 impl Metrics {
-    /// Starts counting the bus's events from now on.
+    /// Registers every metric and starts counting the bus's events from now on.
     pub fn start(
         bus: &EventBus,
         store: Arc<dyn Store>,
-        commit_latency: Arc<Histogram>,
+        testenvs: Arc<TestEnvService>,
+        commit_latency: Histogram,
     ) -> Arc<Metrics> {
-        let metrics = Arc::new(Metrics {
+        let task_duration = Histogram::new(TASK_BOUNDS);
+        let retries = Counter::<u64>::default();
+        let failures = Counter::<u64>::default();
+        let mut registry = Registry::default();
+        registry.register(
+            "orchestrator_task_duration_seconds",
+            "Duration of finished attempts (since the daemon started)",
+            task_duration.clone(),
+        );
+        registry.register(
+            "orchestrator_task_retries",
+            "Failed attempts followed by a retry",
+            retries.clone(),
+        );
+        registry.register(
+            "orchestrator_task_failures",
+            "Tasks that failed for good",
+            failures.clone(),
+        );
+        registry.register(
+            "orchestrator_store_commit_seconds",
+            "Latency of store transactions (group commits)",
             commit_latency,
-            task_duration: Histogram::new(TASK_BOUNDS),
-            retries: AtomicU64::new(0),
-            failures: AtomicU64::new(0),
-        });
+        );
+        registry.register_collector(Box::new(State {
+            store: store.clone(),
+            testenvs,
+        }));
         let mut events = bus.subscribe();
-        let counting = metrics.clone();
         tokio::spawn(async move {
             loop {
                 let event = match events.recv().await {
@@ -97,10 +86,10 @@ impl Metrics {
                 };
                 match &event.kind {
                     EventKind::AttemptFailed { .. } => {
-                        counting.retries.fetch_add(1, Ordering::Relaxed);
+                        retries.inc();
                     }
                     EventKind::Failed { .. } => {
-                        counting.failures.fetch_add(1, Ordering::Relaxed);
+                        failures.inc();
                     }
                     _ => {}
                 }
@@ -111,90 +100,102 @@ impl Metrics {
                     && let Some(attempt) = task.last_attempt()
                     && let Some(finished) = attempt.finished_at
                 {
-                    let seconds = (finished - attempt.started_at)
+                    let micros = (finished - attempt.started_at)
                         .num_microseconds()
                         .unwrap_or(0);
-                    counting.task_duration.observe(seconds as f64 / 1e6);
+                    task_duration.observe(micros as f64 / 1e6);
                 }
             }
         });
-        metrics
+        Arc::new(Metrics { registry })
     }
 
-    /// The Prometheus text exposition.
-    pub fn render(&self, store: &dyn Store, envs: &[orch_protocol::TestEnv]) -> String {
+    /// The Prometheus text exposition (version 0.0.4).
+    pub fn render(&self) -> String {
         let mut out = String::new();
-        let counts = store.count_by_status().unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "# HELP orchestrator_tasks Tasks by status.\n# TYPE orchestrator_tasks gauge"
-        );
-        for status in TaskStatus::ALL {
-            let n = counts
-                .iter()
-                .find(|(s, _)| *s == status)
-                .map_or(0, |(_, n)| *n);
-            let _ = writeln!(
-                out,
-                "orchestrator_tasks{{status=\"{}\"}} {n}",
-                status.as_str()
-            );
+        if let Err(e) =
+            prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)
+        {
+            tracing::warn!(error = %e, "the metrics could not be encoded");
         }
-        let queued = counts
-            .iter()
-            .find(|(s, _)| *s == TaskStatus::Queued)
-            .map_or(0, |(_, n)| *n);
-        let _ = writeln!(
-            out,
-            "# HELP orchestrator_queue_depth Tasks ready and waiting for a slot.\n# TYPE orchestrator_queue_depth gauge\norchestrator_queue_depth {queued}"
-        );
-        self.task_duration.render(
-            &mut out,
-            "orchestrator_task_duration_seconds",
-            "Duration of finished attempts (since the daemon started).",
-        );
-        let _ = writeln!(
-            out,
-            "# HELP orchestrator_task_retries_total Failed attempts followed by a retry.\n# TYPE orchestrator_task_retries_total counter\norchestrator_task_retries_total {}",
-            self.retries.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(
-            out,
-            "# HELP orchestrator_task_failures_total Tasks that failed for good.\n# TYPE orchestrator_task_failures_total counter\norchestrator_task_failures_total {}",
-            self.failures.load(Ordering::Relaxed)
-        );
-        let mut workflows = std::collections::BTreeMap::new();
-        for workflow in store.workflows(usize::MAX).unwrap_or_default() {
-            *workflows
-                .entry(workflow.state.status().as_str())
-                .or_insert(0u64) += 1;
-        }
-        let _ = writeln!(
-            out,
-            "# HELP orchestrator_workflows Workflows by status.\n# TYPE orchestrator_workflows gauge"
-        );
-        for (status, n) in workflows {
-            let _ = writeln!(out, "orchestrator_workflows{{status=\"{status}\"}} {n}");
-        }
-        let mut by_state = std::collections::BTreeMap::new();
-        for env in envs {
-            *by_state.entry(env.state.status()).or_insert(0u64) += 1;
-        }
-        let _ = writeln!(
-            out,
-            "# HELP orchestrator_test_environments Test environments by status.\n# TYPE orchestrator_test_environments gauge"
-        );
-        for (status, n) in by_state {
-            let _ = writeln!(
-                out,
-                "orchestrator_test_environments{{status=\"{status}\"}} {n}"
-            );
-        }
-        self.commit_latency.render(
-            &mut out,
-            "orchestrator_store_commit_seconds",
-            "Latency of store transactions (group commits).",
-        );
         out
     }
+}
+
+/// The gauges read at scrape time: tasks, the queue, workflows and test environments by
+/// status.
+struct State {
+    store: Arc<dyn Store>,
+    testenvs: Arc<TestEnvService>,
+}
+
+impl fmt::Debug for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("State").finish_non_exhaustive()
+    }
+}
+
+impl Collector for State {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+        let counts = self.store.count_by_status().unwrap_or_default();
+        let count = |status: TaskStatus| {
+            counts
+                .iter()
+                .find(|(s, _)| *s == status)
+                .map_or(0, |(_, n)| *n)
+        };
+        let tasks = TaskStatus::ALL.into_iter().map(|s| (s.as_str(), count(s)));
+        by_status(
+            &mut encoder,
+            "orchestrator_tasks",
+            "Tasks by status.",
+            tasks,
+        )?;
+        let queue_depth = ConstGauge::new(count(TaskStatus::Queued));
+        queue_depth.encode(encoder.encode_descriptor(
+            "orchestrator_queue_depth",
+            "Tasks ready and waiting for a slot.",
+            None,
+            MetricType::Gauge,
+        )?)?;
+        let mut workflows = std::collections::BTreeMap::new();
+        for workflow in self.store.workflows(usize::MAX).unwrap_or_default() {
+            *workflows
+                .entry(workflow.state.status().as_str())
+                .or_insert(0) += 1;
+        }
+        let help = "Workflows by status.";
+        by_status(
+            &mut encoder,
+            "orchestrator_workflows",
+            help,
+            workflows.into_iter(),
+        )?;
+        let mut envs = std::collections::BTreeMap::new();
+        for env in self.testenvs.list() {
+            *envs.entry(env.state.status()).or_insert(0) += 1;
+        }
+        let help = "Test environments by status.";
+        by_status(
+            &mut encoder,
+            "orchestrator_test_environments",
+            help,
+            envs.into_iter(),
+        )
+    }
+}
+
+/// A gauge with a `status` label: one sample per status.
+fn by_status<'a>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    counts: impl Iterator<Item = (&'a str, u64)>,
+) -> fmt::Result {
+    let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    for (status, n) in counts {
+        let labels = [("status", status)];
+        ConstGauge::new(n).encode(metric.encode_family(&labels)?)?;
+    }
+    Ok(())
 }

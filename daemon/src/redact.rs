@@ -3,8 +3,8 @@
 //! Every answer that carries what a client submitted (task params and env, a workflow's
 //! request and its compensation specs, a test environment's container inspect output)
 //! passes through [`for_role`] once, at the point where each interface sends it: the
-//! socket's [`crate::server::Connection`] and the HTTP routes. Readers below
-//! [`Role::Admin`] get a copy with the audit log's rule applied ([`crate::audit::redact`]:
+//! socket's [`crate::server::Connection`] and the HTTP routes. Readers who do not
+//! [`Role::sees_secrets`] get a copy with the audit log's rule applied ([`crate::audit::redact`]:
 //! keys containing password, secret, token, credential, api_key, private_key, at any
 //! depth; environment variables by their names); admins get the record as stored. Events
 //! carry no params or env, so the event streams need nothing hidden.
@@ -14,7 +14,7 @@ use std::borrow::Cow;
 use orch_protocol::{Response, Task, TaskSpec, TestEnv, Workflow, WorkflowView};
 
 use crate::audit::{REDACTED, is_secret_name, redact};
-use crate::http::auth::Role;
+use crate::policy::Role;
 
 /// A record that may hold secrets.
 pub trait Redact {
@@ -25,7 +25,7 @@ pub trait Redact {
 /// `value` as a reader with `role` may see it: unchanged for an admin, otherwise a copy
 /// with its secrets redacted.
 pub fn for_role<T: Redact + Clone>(role: Role, value: &T) -> Cow<'_, T> {
-    if role >= Role::Admin {
+    if role.sees_secrets() {
         return Cow::Borrowed(value);
     }
     let mut copy = value.clone();
@@ -36,7 +36,7 @@ pub fn for_role<T: Redact + Clone>(role: Role, value: &T) -> Cow<'_, T> {
 /// `value` as a reader with `role` may see it, redacted in place below admin (for answers
 /// the caller owns; no copy is made).
 pub fn into_role<T: Redact>(role: Role, mut value: T) -> T {
-    if role < Role::Admin {
+    if !role.sees_secrets() {
         value.redact();
     }
     value

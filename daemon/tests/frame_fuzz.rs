@@ -10,7 +10,7 @@ use clap::Parser;
 use orch_protocol::{Actor, ErrorKind, MAX_FRAME_LEN};
 use proptest::prelude::*;
 use provisioning_orchestrator::config::Cli;
-use provisioning_orchestrator::http::auth::Role;
+use provisioning_orchestrator::policy::Role;
 use provisioning_orchestrator::server::connection::{Connection, Patience, RecvError};
 use provisioning_orchestrator::server::limits::Limits;
 use provisioning_orchestrator::server::{parse_hello, parse_request};

@@ -1,13 +1,13 @@
-//! Bearer tokens and roles for the HTTP shim.
+//! Bearer tokens for the HTTP shim.
 //!
 //! Tokens live in `tokens.json` in the data directory (mode 0600), created at the first
-//! start with `--port`: one token per role. Each request's token gives its role; each
-//! route needs one ([`Role::for_route`]): viewer reads, operator also submits, cancels
-//! and runs tests, admin may do everything, including reading the audit log and making,
-//! listing and revoking tokens. Secrets come from the operating system's RNG (`getrandom`,
-//! no fallback); a token is named by a public id (a prefix of its secret's SHA-256) and
-//! revoked by that id, effective at once. The last admin token cannot be revoked (409), so
-//! the admins cannot lock themselves out.
+//! start with `--port`: one token per role. Each request's token gives its [`Role`]; each
+//! route needs the one its operation's row says ([`crate::ops::OPERATIONS`]): viewer
+//! reads, operator also submits, cancels and runs tests, admin may do everything,
+//! including reading the audit log and making, listing and revoking tokens. Secrets come
+//! from the operating system's RNG (`getrandom`, no fallback); a token is named by a
+//! public id (a prefix of its secret's SHA-256) and revoked by that id, effective at once.
+//! The last admin token cannot be revoked (409), so the admins cannot lock themselves out.
 
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
@@ -16,42 +16,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// What a token may do.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    /// Read anything but the audit log.
-    Viewer,
-    /// Also submit, cancel, roll back, create and run test environments.
-    Operator,
-    /// Everything, including the audit log and tokens.
-    Admin,
-}
-
-impl Role {
-    /// The role a request needs: reads need viewer, changes operator, the audit log and
-    /// tokens admin.
-    pub fn for_route(method: &axum::http::Method, path: &str) -> Role {
-        if path.starts_with("/audit") || path.starts_with("/auth") {
-            Role::Admin
-        } else if method == axum::http::Method::GET || method == axum::http::Method::HEAD {
-            Role::Viewer
-        } else {
-            Role::Operator
-        }
-    }
-
-    /// Its name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Viewer => "viewer",
-            Role::Operator => "operator",
-            Role::Admin => "admin",
-        }
-    }
-}
+use crate::policy::Role;
 
 /// One token.
 #[derive(Debug, Clone, Serialize, Deserialize)]

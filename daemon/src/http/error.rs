@@ -1,9 +1,13 @@
 //! Errors as JSON with the status code that fits: `{"error": {"kind", "message", "field"}}`.
+//! An operation's [`AppError`] is worded as the socket words it ([`AppError::reply`]);
+//! the status comes from its kind.
 
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use orch_protocol::{ErrorKind, ErrorReply};
+
+use crate::ops::AppError;
 
 /// An error answer.
 pub struct ApiError {
@@ -21,6 +25,13 @@ impl ApiError {
     }
 }
 
+impl From<AppError> for ApiError {
+    fn from(e: AppError) -> ApiError {
+        ApiError::from(e.reply())
+    }
+}
+
+/// A refusal worded in the protocol's terms (the budget of buffered bytes).
 impl From<ErrorReply> for ApiError {
     fn from(reply: ErrorReply) -> ApiError {
         let status = match reply.kind {

@@ -1,10 +1,13 @@
-//! The HTTP shim (`--port N`): the seed's REST paths over the same handlers as the
-//! socket, bound to loopback unless `--bind` says otherwise, behind bearer tokens with
-//! roles ([`auth`]). Errors are JSON with the status that fits ([`error`]); the OpenAPI
-//! document is generated from the code ([`openapi`]).
+//! The HTTP adapter (`--port N`): the seed's REST paths, each a route of the operations
+//! table ([`crate::ops::OPERATIONS`]) bound to its handler ([`routes`]), so that a route
+//! outside the table cannot be served. Bound to loopback unless `--bind` says otherwise,
+//! behind bearer tokens ([`auth`]) and the role each operation needs ([`guard`]). Errors
+//! are JSON with the status that fits ([`error`]); the OpenAPI document is generated from
+//! the same table ([`openapi`]).
 
 pub mod auth;
 mod error;
+mod guard;
 pub mod openapi;
 mod routes;
 
@@ -12,21 +15,16 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
-use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
-use http_body_util::BodyExt;
-use orch_protocol::{Actor, ErrorKind, ErrorReply};
+use axum::middleware::from_fn_with_state;
+use axum::routing::MethodRouter;
+use orch_protocol::{ErrorKind, ErrorReply};
 use tokio::sync::Semaphore;
 
 use crate::metrics::Metrics;
-use crate::server::Context;
+use crate::ops::{self, Context, Operation, Route};
+use crate::policy::Access;
 use crate::server::limits::Limits;
-use auth::{Role, Tokens};
-use error::ApiError;
-use routes::Caller;
+use auth::Tokens;
 
 /// The largest request body accepted (bigger ones get 413).
 const MAX_BODY: usize = 4 * 1024 * 1024;
@@ -34,66 +32,51 @@ const MAX_BODY: usize = 4 * 1024 * 1024;
 /// How long a graceful stop lets HTTP answers under way finish before dropping them.
 const DRAIN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// What the shim needs besides the handlers' context.
+/// What the authentication layer needs.
 #[derive(Clone)]
 pub struct Shim {
     /// `--http-auth none`: every request is an admin.
     open: bool,
     tokens: Arc<Tokens>,
-    metrics: Arc<Metrics>,
 }
 
-/// The routes, with authentication in front of all but `/health` and `/openapi.json`.
+/// The routes of the operations table: those open to anyone as they are, the others
+/// behind the token check, their operation's role check and the body's limits.
 pub fn router(ctx: Arc<Context>, tokens: Arc<Tokens>, metrics: Arc<Metrics>, open: bool) -> Router {
     let shim = Shim {
         open,
         tokens: tokens.clone(),
-        metrics,
     };
-    let protected = Router::new()
-        .route("/tasks", get(routes::tasks))
-        .route("/tasks/{id}", get(routes::task))
-        .route("/workflows/servers/create", post(routes::servers_create))
-        .route("/workflows/taskserv/create", post(routes::taskserv_create))
-        .route("/workflows/cluster/create", post(routes::cluster_create))
-        .route("/test/environments/create", post(routes::env_create))
-        .route("/test/environments", get(routes::envs))
-        .route(
-            "/test/environments/{id}",
-            get(routes::env).delete(routes::env_delete),
-        )
-        .route("/test/environments/{id}/run", post(routes::env_run))
-        .route("/test/environments/{id}/logs", get(routes::env_logs))
-        .route("/extensions/providers", get(routes::providers))
-        .route("/extensions/taskservs", get(routes::taskservs))
-        .route(
-            "/extensions/taskservs/install",
-            post(routes::taskserv_create),
-        )
-        .route("/extensions/clusters", get(routes::clusters))
-        .route("/events", get(routes::events))
-        .route("/audit", get(routes::audit))
-        .route("/audit/verify", get(routes::audit_verify))
-        .route(
-            "/auth/tokens",
-            get(routes::tokens).post(routes::token_create),
-        )
-        .route("/auth/tokens/{id}", delete(routes::token_revoke))
-        .route("/metrics", get(serve_metrics))
-        .layer(axum::Extension(tokens))
-        .layer(middleware::from_fn_with_state(
-            ctx.limits.clone(),
-            buffer_body,
-        ))
-        .layer(middleware::from_fn_with_state(shim.clone(), authenticate))
-        .with_state(ctx.clone());
-    Router::new()
-        .route("/health", get(routes::health))
-        .route("/openapi.json", get(openapi_document))
-        .with_state(ctx)
+    let limits = ctx.limits.clone();
+    let public = table_router(|op, route| {
+        (op.access == Access::Anyone).then(|| routes::bind(route.id, route.method))
+    });
+    let protected = table_router(|op, route| {
+        (op.access != Access::Anyone).then(|| {
+            routes::bind(route.id, route.method)
+                .route_layer(from_fn_with_state(limits.clone(), guard::buffer_body))
+                .route_layer(from_fn_with_state(op.access, guard::authorize))
+        })
+    })
+    .layer(axum::Extension(tokens))
+    .layer(axum::Extension(metrics))
+    .layer(from_fn_with_state(shim, guard::authenticate));
+    public
         .merge(protected)
-        .fallback(not_found)
+        .fallback(guard::not_found)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
+        .with_state(ctx)
+}
+
+/// A router of the table's routes that `bind` gives a handler (the only way a route is
+/// added).
+fn table_router<S: Clone + Send + Sync + 'static>(
+    bind: impl Fn(&Operation, &Route) -> Option<MethodRouter<S>>,
+) -> Router<S> {
+    ops::routes().fold(Router::new(), |router, (op, route)| match bind(op, route) {
+        Some(handler) => router.route(route.path, handler),
+        None => router,
+    })
 }
 
 /// Serves until `ctx.shutdown` is cancelled, at most `--max-http-connections` at once
@@ -178,58 +161,6 @@ fn refuse(stream: tokio::net::TcpStream, limits: &Arc<Limits>) {
     limits.refuse(stream, "http", answer.into_bytes());
 }
 
-/// Reads a request's whole body before its handler runs, within `--read-timeout` and
-/// inside the budget of buffered bytes shared with the socket, so that a slow or stalled
-/// body holds neither the connection nor memory for long.
-async fn buffer_body(State(limits): State<Arc<Limits>>, request: Request, next: Next) -> Response {
-    use axum::body::{Body, HttpBody};
-    let hint = request.body().size_hint();
-    if request.body().is_end_stream() || hint.lower() > MAX_BODY as u64 {
-        // Nothing to read, or refused by the body limit (413) without reading.
-        return next.run(request).await;
-    }
-    let expected = hint.exact().map_or(MAX_BODY, |n| n as usize);
-    let reservation = match limits.budget.reserve(expected, limits.read_timeout).await {
-        Ok(reservation) => reservation,
-        Err(reply) => return ApiError::from(reply).into_response(),
-    };
-    let (parts, body) = request.into_parts();
-    let limited = http_body_util::Limited::new(body, MAX_BODY);
-    let bytes = match tokio::time::timeout(limits.read_timeout, limited.collect()).await {
-        Ok(Ok(collected)) => collected.to_bytes(),
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
-            return ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                ErrorKind::TooLarge,
-                format!("the request body exceeds the limit of {MAX_BODY} bytes"),
-            )
-            .into_response();
-        }
-        Ok(Err(e)) => {
-            return ApiError::new(
-                StatusCode::BAD_REQUEST,
-                ErrorKind::BadRequest,
-                format!("the request body could not be read: {e}"),
-            )
-            .into_response();
-        }
-        Err(_) => {
-            return ApiError::new(
-                StatusCode::REQUEST_TIMEOUT,
-                ErrorKind::BadRequest,
-                format!(
-                    "the request body did not arrive within {} (--read-timeout)",
-                    humantime::format_duration(limits.read_timeout)
-                ),
-            )
-            .into_response();
-        }
-    };
-    drop(reservation);
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
-}
-
 /// Binds the shim's listener.
 pub async fn bind(address: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
     tokio::net::TcpListener::bind(address)
@@ -237,90 +168,66 @@ pub async fn bind(address: SocketAddr) -> std::io::Result<tokio::net::TcpListene
         .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {address}: {e}")))
 }
 
-/// Checks the bearer token and the role the route needs; records who asks.
-async fn authenticate(State(shim): State<Shim>, mut request: Request, next: Next) -> Response {
-    let presented = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    let token = match (presented, shim.open) {
-        (_, true) => auth::Token {
-            name: "anonymous".into(),
-            role: Role::Admin,
-            token: String::new(),
-            created_at: None,
-        },
-        (None, false) => {
-            return unauthorized(
-                "no bearer token: send `Authorization: Bearer <token>` (tokens.json in the data directory)",
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use http_body_util::BodyExt as _;
+    use tower::ServiceExt as _;
+
+    use super::*;
+
+    async fn call(router: &Router, method: &str, path: &str) -> (StatusCode, String) {
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .body(Body::empty());
+        let answer = router.clone().oneshot(request.unwrap()).await.unwrap();
+        let status = answer.status();
+        let body = answer.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    /// Built the way [`router`] is, each route answering with its id: every route of the
+    /// table reaches its own handler, another method on a table path is 405, any other
+    /// path 404, so the router serves exactly the table.
+    #[tokio::test]
+    async fn the_router_serves_exactly_the_routes_of_the_table() {
+        let router: Router = table_router(|_, route| {
+            let id = format!("{:?}", route.id);
+            let answer = move || {
+                let id = id.clone();
+                async move { id }
+            };
+            Some(axum::routing::on(routes::filter(route.method), answer))
+        });
+        for (_, route) in ops::routes() {
+            let path = route.path.replace("{id}", "1");
+            let expected = (StatusCode::OK, format!("{:?}", route.id));
+            let method = route.method.as_str().to_ascii_uppercase();
+            assert_eq!(call(&router, &method, &path).await, expected);
+            if route.method == ops::Method::Get {
+                assert_eq!(call(&router, "HEAD", &path).await.0, StatusCode::OK);
+            }
+        }
+        for (_, route) in ops::routes() {
+            let path = route.path.replace("{id}", "1");
+            for method in ["GET", "POST", "DELETE", "PUT", "PATCH"] {
+                let served = ops::routes().any(|(_, r)| {
+                    r.path == route.path && r.method.as_str().eq_ignore_ascii_case(method)
+                });
+                if !served {
+                    let status = call(&router, method, &path).await.0;
+                    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
+                }
+            }
+        }
+        for path in ["/", "/nowhere", "/tasks/1/steps", "/health/x", "/auth"] {
+            assert_eq!(
+                call(&router, "GET", path).await.0,
+                StatusCode::NOT_FOUND,
+                "{path}"
             );
         }
-        (Some(presented), false) => match shim.tokens.find(presented) {
-            Some(token) => token,
-            None => return unauthorized("the bearer token is not valid"),
-        },
-    };
-    let needed = Role::for_route(request.method(), request.uri().path());
-    if token.role < needed {
-        return ApiError::new(
-            StatusCode::FORBIDDEN,
-            ErrorKind::PermissionDenied,
-            format!(
-                "the token `{}` has the role {}; {} {} needs {}",
-                token.name,
-                token.role.as_str(),
-                request.method(),
-                request.uri().path(),
-                needed.as_str()
-            ),
-        )
-        .into_response();
     }
-    request.extensions_mut().insert(Caller {
-        actor: Actor {
-            uid: crate::socket::owner_uid(),
-            interface: format!("http (token {}, {})", token.name, token.role.as_str()),
-        },
-        role: token.role,
-    });
-    request.extensions_mut().insert(shim.metrics.clone());
-    next.run(request).await
-}
-
-fn unauthorized(message: &str) -> Response {
-    let mut response = ApiError::new(
-        StatusCode::UNAUTHORIZED,
-        ErrorKind::PermissionDenied,
-        message,
-    )
-    .into_response();
-    response.headers_mut().insert(
-        header::WWW_AUTHENTICATE,
-        header::HeaderValue::from_static("Bearer"),
-    );
-    response
-}
-
-async fn not_found(request: Request) -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        ErrorKind::NotFound,
-        format!("no route {} {}", request.method(), request.uri().path()),
-    )
-}
-
-/// `GET /metrics`
-async fn serve_metrics(
-    State(ctx): State<Arc<Context>>,
-    axum::Extension(metrics): axum::Extension<Arc<Metrics>>,
-) -> Response {
-    let text = metrics.render(ctx.store.as_ref(), &ctx.testenvs.list());
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
-}
-
-/// `GET /openapi.json`
-async fn openapi_document() -> Response {
-    axum::Json(openapi::document()).into_response()
 }

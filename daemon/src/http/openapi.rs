@@ -1,6 +1,7 @@
-//! The OpenAPI 3.1 document, generated from the code: the route table below (the same
-//! paths the router serves) and JSON Schemas derived from the protocol types (schemars).
-//! `docs/openapi.json` is a copy kept in the repository; a test fails when they differ.
+//! The OpenAPI 3.1 document, generated from the code: the routes of the operations table
+//! (the same the router serves, with their summaries, bodies, answers and roles) and JSON
+//! Schemas derived from the protocol types (schemars). `docs/openapi.json` is a copy kept
+//! in the repository; a test fails when they differ.
 
 use orch_protocol::{
     AuditEntry, AuditReport, ClusterRequest, EnvRequest, ExtensionsReport, HealthReport,
@@ -8,307 +9,59 @@ use orch_protocol::{
 };
 use schemars::generate::SchemaSettings;
 
-use super::auth::TokenSummary;
 use serde_json::{Map, Value, json};
 
-/// One operation: method, path, summary, role, request body and answer schemas.
-struct Operation {
-    method: &'static str,
-    path: &'static str,
-    summary: &'static str,
-    role: Option<&'static str>,
-    body: Option<&'static str>,
-    answer: Answer,
-}
+use super::auth::TokenSummary;
+use crate::ops::{self, Answer, Method, Operation, Route, RouteId};
 
-/// What an operation answers with.
-enum Answer {
-    /// A JSON value of a schema (`[X]` for an array of X).
-    Json(&'static str),
-    /// Plain text.
-    Text,
-    /// Server-sent events.
-    Events,
-}
-
-const OPERATIONS: &[Operation] = &[
-    Operation {
-        method: "get",
-        path: "/health",
-        summary: "Service health: version, uptime, store, task counts",
-        role: None,
-        body: None,
-        answer: Answer::Json("HealthReport"),
-    },
-    Operation {
-        method: "get",
-        path: "/openapi.json",
-        summary: "This document",
-        role: None,
-        body: None,
-        answer: Answer::Json("Object"),
-    },
-    Operation {
-        method: "get",
-        path: "/tasks",
-        summary: "Tasks, newest first (query: status=a,b label limit)",
-        role: Some("viewer"),
-        body: None,
-        answer: Answer::Json("[Task]"),
-    },
-    Operation {
-        method: "get",
-        path: "/tasks/{id}",
-        summary: "One task, or the workflow with that id: its summary and a page of its steps (query: offset, limit; next_offset says where the next page starts)",
-        role: Some("viewer"),
-        body: None,
-        answer: Answer::Json("Task"),
-    },
-    Operation {
-        method: "post",
-        path: "/workflows/servers/create",
-        summary: "Submit a server creation workflow (201 with task_id; 200 with the plan in check mode)",
-        role: Some("operator"),
-        body: Some("ServersRequest"),
-        answer: Answer::Json("WorkflowSubmission"),
-    },
-    Operation {
-        method: "post",
-        path: "/workflows/taskserv/create",
-        summary: "Submit a taskserv creation workflow",
-        role: Some("operator"),
-        body: Some("TaskservRequest"),
-        answer: Answer::Json("WorkflowSubmission"),
-    },
-    Operation {
-        method: "post",
-        path: "/workflows/cluster/create",
-        summary: "Submit a cluster creation workflow",
-        role: Some("operator"),
-        body: Some("ClusterRequest"),
-        answer: Answer::Json("WorkflowSubmission"),
-    },
-    Operation {
-        method: "post",
-        path: "/test/environments/create",
-        summary: "Create a test environment (answered once settled)",
-        role: Some("operator"),
-        body: Some("EnvRequest"),
-        answer: Answer::Json("TestEnv"),
-    },
-    Operation {
-        method: "get",
-        path: "/test/environments",
-        summary: "Every test environment, newest first",
-        role: Some("viewer"),
-        body: None,
-        answer: Answer::Json("[TestEnv]"),
-    },
-    Operation {
-        method: "get",
-        path: "/test/environments/{id}",
-        summary: "One test environment",
-        role: Some("viewer"),
-        body: None,
-        answer: Answer::Json("TestEnv"),
-    },
-    Operation {
-        method: "delete",
-        path: "/test/environments/{id}",
-        summary: "Delete a test environment's containers and network",
-        role: Some("operator"),
-        body: None,
-        answer: Answer::Json("TestEnv"),
-    },
-    Operation {
-        method: "post",
-        path: "/test/environments/{id}/run",
-        summary: "Run a test environment's tests",
-        role: Some("operator"),
-        body: None,
-        answer: Answer::Json("TestEnv"),
-    },
-    Operation {
-        method: "get",
-        path: "/test/environments/{id}/logs",
-        summary: "A test environment's log (setup, probes, tests)",
-        role: Some("viewer"),
-        body: None,
-        answer: Answer::Text,
-    },
-    Operation {
-        method: "get",
-        path: "/extensions/providers",
-        summary: "Providers",
-        role: Some("viewer"),
-        body: None,
-        answer: Answer::Json("Object"),
-    },
-    Operation {
-        method: "get",
-        path: "/extensions/taskservs",
-        summary: "Taskservs",
-        role: Some("viewer"),
-        body: None,
-        answer: Answer::Json("Object"),
-    },
-    Operation {
-        method: "post",
-        path: "/extensions/taskservs/install",
-        summary: "Install a taskserv on servers of an infra (a taskserv workflow)",
-        role: Some("operator"),
-        body: Some("TaskservRequest"),
-        answer: Answer::Json("WorkflowSubmission"),
-    },
-    Operation {
-        method: "get",
-        path: "/extensions/clusters",
-        summary: "Cluster definitions",
-        role: Some("viewer"),
-        body: None,
-        answer: Answer::Json("Object"),
-    },
-    Operation {
-        method: "get",
-        path: "/events",
-        summary: "Server-sent events from the event bus (query: since, task, workflow)",
-        role: Some("viewer"),
-        body: None,
-        answer: Answer::Events,
-    },
-    Operation {
-        method: "get",
-        path: "/metrics",
-        summary: "Prometheus metrics",
-        role: Some("viewer"),
-        body: None,
-        answer: Answer::Text,
-    },
-    Operation {
-        method: "get",
-        path: "/audit",
-        summary: "Audit log entries, newest first (query: action, limit)",
-        role: Some("admin"),
-        body: None,
-        answer: Answer::Json("[AuditEntry]"),
-    },
-    Operation {
-        method: "get",
-        path: "/audit/verify",
-        summary: "Check the audit log's hash chain",
-        role: Some("admin"),
-        body: None,
-        answer: Answer::Json("AuditReport"),
-    },
-    Operation {
-        method: "get",
-        path: "/auth/tokens",
-        summary: "Every token's id, name, role and creation time (never a secret)",
-        role: Some("admin"),
-        body: None,
-        answer: Answer::Json("[TokenSummary]"),
-    },
-    Operation {
-        method: "post",
-        path: "/auth/tokens",
-        summary: "Make a token ({name, role}); its secret is shown once",
-        role: Some("admin"),
-        body: Some("NewToken"),
-        answer: Answer::Json("CreatedToken"),
-    },
-    Operation {
-        method: "delete",
-        path: "/auth/tokens/{id}",
-        summary: "Revoke a token at once (409 for the last admin token)",
-        role: Some("admin"),
-        body: None,
-        answer: Answer::Json("TokenSummary"),
-    },
-];
-
-/// A link from an operation's 201 answer to another operation (schemathesis's stateful
-/// phase follows them): `(method, path, link name, target method, target path, the
-/// answer's field that fills the target's `id`)`.
-type Link = (
-    &'static str,
-    &'static str,
-    &'static str,
-    &'static str,
-    &'static str,
-    &'static str,
-);
+/// A link from a route's 201 answer to another route (schemathesis's stateful phase
+/// follows them): `(route, link name, target route, the answer's field that fills the
+/// target's `id`)`.
+type Link = (RouteId, &'static str, RouteId, &'static str);
 
 const LINKS: &[Link] = &[
     (
-        "post",
-        "/workflows/servers/create",
+        RouteId::ServersCreate,
         "GetWorkflow",
-        "get",
-        "/tasks/{id}",
+        RouteId::Task,
         "/task_id",
     ),
     (
-        "post",
-        "/workflows/taskserv/create",
+        RouteId::TaskservCreate,
         "GetWorkflow",
-        "get",
-        "/tasks/{id}",
+        RouteId::Task,
         "/task_id",
     ),
     (
-        "post",
-        "/workflows/cluster/create",
+        RouteId::ClusterCreate,
         "GetWorkflow",
-        "get",
-        "/tasks/{id}",
+        RouteId::Task,
         "/task_id",
     ),
     (
-        "post",
-        "/extensions/taskservs/install",
+        RouteId::TaskservInstall,
         "GetWorkflow",
-        "get",
-        "/tasks/{id}",
+        RouteId::Task,
         "/task_id",
     ),
+    (RouteId::EnvCreate, "GetEnvironment", RouteId::Env, "/id"),
+    (RouteId::EnvCreate, "RunEnvironment", RouteId::EnvRun, "/id"),
     (
-        "post",
-        "/test/environments/create",
-        "GetEnvironment",
-        "get",
-        "/test/environments/{id}",
-        "/id",
-    ),
-    (
-        "post",
-        "/test/environments/create",
-        "RunEnvironment",
-        "post",
-        "/test/environments/{id}/run",
-        "/id",
-    ),
-    (
-        "post",
-        "/test/environments/create",
+        RouteId::EnvCreate,
         "EnvironmentLogs",
-        "get",
-        "/test/environments/{id}/logs",
+        RouteId::EnvLogs,
         "/id",
     ),
     (
-        "post",
-        "/test/environments/create",
+        RouteId::EnvCreate,
         "DeleteEnvironment",
-        "delete",
-        "/test/environments/{id}",
+        RouteId::EnvDelete,
         "/id",
     ),
     (
-        "post",
-        "/auth/tokens",
+        RouteId::TokenCreate,
         "RevokeToken",
-        "delete",
-        "/auth/tokens/{id}",
+        RouteId::TokenRevoke,
         "/id",
     ),
 ];
@@ -386,9 +139,9 @@ pub fn document() -> Value {
             "kind": {"type": "string"}, "message": {"type": "string"}, "field": {"type": "string"}}}}
     }));
     let mut paths = Map::new();
-    for op in OPERATIONS {
-        let entry = paths.entry(op.path).or_insert_with(|| json!({}));
-        entry[op.method] = operation(op);
+    for (op, route) in ops::routes() {
+        let entry = paths.entry(route.path).or_insert_with(|| json!({}));
+        entry[route.method.as_str()] = operation(op, route);
     }
     json!({
         "openapi": "3.1.0",
@@ -413,23 +166,23 @@ fn reference(name: &str) -> Value {
     }
 }
 
-fn operation(op: &Operation) -> Value {
-    let mut value =
-        json!({ "summary": op.summary, "operationId": operation_id(op.method, op.path) });
+/// A route's entry.
+fn operation(op: &Operation, route: &Route) -> Value {
+    let mut value = json!({ "summary": route.summary, "operationId": operation_id(route) });
     let error = json!({"description": "An error, named", "content": {"application/json": {"schema": reference("Error")}}});
     let mut responses = Map::new();
-    let content = match op.answer {
+    let content = match route.answer {
         Answer::Json(name) => json!({"application/json": {"schema": reference(name)}}),
         Answer::Text => json!({"text/plain": {"schema": {"type": "string"}}}),
         Answer::Events => json!({"text/event-stream": {"schema": {"type": "string"}}}),
     };
-    let success = if op.method == "post" && op.body.is_some() {
+    let success = if route.method == Method::Post && route.body.is_some() {
         "201"
     } else {
         "200"
     };
     let mut done = json!({"description": "Done", "content": content});
-    let links = links(op);
+    let links = links(route.id);
     if !links.is_empty() {
         done["links"] = Value::Object(links);
     }
@@ -441,30 +194,29 @@ fn operation(op: &Operation) -> Value {
         );
     }
     let mut codes = vec!["404", "503"];
-    if op.role.is_some() {
+    if op.access.role().is_some() {
         codes.extend(["401", "403"]);
     }
-    if op.body.is_some() {
+    if route.body.is_some() {
         codes.extend(["400", "409", "413", "422"]);
     }
-    if op.path.contains("{id}") {
+    if route.path.contains("{id}") {
         codes.extend(["400", "409"]);
     }
     for code in codes {
         responses.insert(code.into(), error.clone());
     }
     value["responses"] = Value::Object(responses);
-    if let Some(role) = op.role {
+    if let Some(role) = op.access.role() {
         value["security"] = json!([{"bearer": []}]);
-        value["x-role"] = json!(role);
+        value["x-role"] = json!(role.as_str());
     }
-    if let Some(body) = op.body {
+    if let Some(body) = route.body {
         value["requestBody"] =
             json!({"required": true, "content": {"application/json": {"schema": reference(body)}}});
     }
-    if op.path.contains("{id}") {
-        value["parameters"] =
-            json!([{"name": "id", "in": "path", "required": true, "schema": id_schema(op.path)}]);
+    if route.path.contains("{id}") {
+        value["parameters"] = json!([{"name": "id", "in": "path", "required": true, "schema": id_schema(route.path)}]);
     }
     value
 }
@@ -478,11 +230,15 @@ fn id_schema(path: &str) -> Value {
     }
 }
 
-/// A unique name for an operation: its method and path in camel case
+/// A unique name for a route: its method and path in camel case
 /// (`get /tasks/{id}` → `getTasksById`).
-fn operation_id(method: &str, path: &str) -> String {
-    let mut id = method.to_string();
-    for part in path.split(['/', '.', '-', '_']).filter(|p| !p.is_empty()) {
+fn operation_id(route: &Route) -> String {
+    let mut id = route.method.as_str().to_string();
+    for part in route
+        .path
+        .split(['/', '.', '-', '_'])
+        .filter(|p| !p.is_empty())
+    {
         let part = match part.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
             Some(param) => format!("by_{param}"),
             None => part.to_string(),
@@ -498,15 +254,23 @@ fn operation_id(method: &str, path: &str) -> String {
     id
 }
 
-/// The links of an operation's success answer ([`LINKS`]).
-fn links(op: &Operation) -> Map<String, Value> {
+/// The route with this id.
+fn route(id: RouteId) -> &'static Route {
+    ops::routes()
+        .map(|(_, route)| route)
+        .find(|route| route.id == id)
+        .expect("every route id is in the table (a unit test checks)")
+}
+
+/// The links of a route's success answer ([`LINKS`]).
+fn links(id: RouteId) -> Map<String, Value> {
     let mut links = Map::new();
-    for (method, path, name, target_method, target_path, field) in LINKS {
-        if *method == op.method && *path == op.path {
+    for (from, name, target, field) in LINKS {
+        if *from == id {
             links.insert(
                 name.to_string(),
                 json!({
-                    "operationId": operation_id(target_method, target_path),
+                    "operationId": operation_id(route(*target)),
                     "parameters": {"id": format!("$response.body#{field}")}
                 }),
             );
@@ -517,24 +281,17 @@ fn links(op: &Operation) -> Map<String, Value> {
 
 #[cfg(test)]
 mod tests {
-    /// Every link names an operation of the document, and operation ids are unique.
+    /// Every link joins two routes of the table, and operation ids are unique.
     #[test]
-    fn links_point_at_operations_and_operation_ids_are_unique() {
-        let ids: Vec<String> = super::OPERATIONS
-            .iter()
-            .map(|op| super::operation_id(op.method, op.path))
+    fn links_point_at_routes_and_operation_ids_are_unique() {
+        let ids: Vec<String> = crate::ops::routes()
+            .map(|(_, route)| super::operation_id(route))
             .collect();
         let unique: std::collections::BTreeSet<&String> = ids.iter().collect();
         assert_eq!(unique.len(), ids.len(), "{ids:?}");
-        for (method, path, _, target_method, target_path, _) in super::LINKS {
-            for (m, p) in [(method, path), (target_method, target_path)] {
-                assert!(
-                    super::OPERATIONS
-                        .iter()
-                        .any(|op| op.method == *m && op.path == *p),
-                    "{m} {p} is not an operation"
-                );
-            }
+        for (from, _, target, _) in super::LINKS {
+            assert_eq!(super::route(*from).id, *from);
+            assert_eq!(super::route(*target).id, *target);
         }
     }
 

@@ -13,8 +13,8 @@
 mod log;
 mod params;
 
-pub use log::{DEFAULT_MAX_LOG_BYTES, log_path};
 pub use crate::nu_command::PRELUDE;
+pub use log::{DEFAULT_MAX_LOG_BYTES, log_path};
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -26,8 +26,8 @@ use tokio::process::Child;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use log::{TaskLog, lock, pump_output};
 use crate::nu_command::{NuCommand, Owner, ParamsFile, Program};
+use log::{TaskLog, lock, pump_output};
 
 /// How long a stopped process group gets between SIGTERM and SIGKILL.
 const KILL_GRACE: Duration = Duration::from_secs(3);

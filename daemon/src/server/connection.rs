@@ -25,7 +25,7 @@ pub struct Connection {
     /// Who is on the other end (for the audit log).
     pub actor: Actor,
     /// What the peer may do (the owner: admin; others: their `--allow-user` role).
-    pub role: crate::http::auth::Role,
+    pub role: crate::policy::Role,
 }
 
 /// A received frame body, holding its share of the buffered-bytes budget until dropped.
@@ -61,7 +61,7 @@ impl Connection {
     pub fn new(
         stream: UnixStream,
         actor: Actor,
-        role: crate::http::auth::Role,
+        role: crate::policy::Role,
         limits: Arc<Limits>,
     ) -> Connection {
         Connection {

@@ -1,56 +1,23 @@
-//! The socket server: accepts connections, checks the peer and the handshake, and hands
-//! each request to its handler (one file per request kind in [`handlers`]).
+//! The socket adapter: accepts connections, checks the peer and the handshake, reads
+//! request frames and hands each to [`dispatch`], which runs its operation
+//! ([`crate::ops`]) and sends the answer as frames ([`streams`] for the long-lived ones).
 
 pub mod connection;
-pub mod handlers;
+mod dispatch;
 pub mod limits;
+mod streams;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use chrono::{DateTime, Utc};
 use orch_protocol::{ErrorKind, ErrorReply, Hello, PROTOCOL_VERSION, Request, Response, Welcome};
 use tokio::net::{UnixListener, UnixStream};
-use tokio_util::sync::CancellationToken;
 
-use crate::engine::EngineHandle;
-use crate::events::EventBus;
-use crate::store::Store;
 pub use connection::Connection;
 use connection::{Patience, RecvError};
 use limits::Limits;
 
-/// What every handler may use.
-pub struct Context {
-    /// Committed state, for reads.
-    pub store: Arc<dyn Store>,
-    /// The engine, for changes.
-    pub engine: EngineHandle,
-    /// Committed events.
-    pub bus: EventBus,
-    /// The data directory.
-    pub data_dir: PathBuf,
-    /// The socket path.
-    pub socket: PathBuf,
-    /// Where task logs are.
-    pub logs_dir: PathBuf,
-    /// How many tasks may run at once.
-    pub parallel_limit: usize,
-    /// Where the extensions (`providers/`, `taskservs/`, `clusters/`) are read from.
-    pub modules_dir: PathBuf,
-    /// The workspace whose infras workflows use when a request names none.
-    pub workspace: PathBuf,
-    /// Test environments.
-    pub testenvs: Arc<crate::testenv::TestEnvService>,
-    /// Other local users allowed on the socket, with their roles (`--allow-user`).
-    pub grants: std::collections::HashMap<u32, crate::http::auth::Role>,
-    /// Timeouts, connection caps and the budget of buffered request bytes.
-    pub limits: Arc<Limits>,
-    /// When the daemon started.
-    pub started_at: DateTime<Utc>,
-    /// Cancelled to stop the daemon.
-    pub shutdown: CancellationToken,
-}
+use crate::ops::Context;
+use crate::policy::{Role, socket_role};
 
 /// Accepts connections until `ctx.shutdown` is cancelled, at most
 /// `--max-socket-connections` at once: past it a client is refused with an error naming
@@ -103,15 +70,11 @@ async fn serve_connection(stream: UnixStream, ctx: Arc<Context>) {
         uid: peer_uid.unwrap_or(u32::MAX),
         interface: "socket".into(),
     };
-    let role = match peer_uid {
-        Some(uid) if uid == crate::socket::owner_uid() => Some(crate::http::auth::Role::Admin),
-        Some(uid) => ctx.grants.get(&uid).copied(),
-        None => None,
-    };
+    let role = socket_role(peer_uid, &ctx.grants);
     let mut conn = Connection::new(
         stream,
         actor,
-        role.unwrap_or(crate::http::auth::Role::Viewer),
+        role.unwrap_or(Role::Viewer),
         ctx.limits.clone(),
     );
     if role.is_none() {
@@ -142,7 +105,7 @@ async fn serve_connection(stream: UnixStream, ctx: Arc<Context>) {
         let request = parse_request(&frame.body);
         drop(frame);
         let result = match request {
-            Ok(request) => handlers::dispatch(&ctx, &mut conn, request).await,
+            Ok(request) => dispatch::dispatch(&ctx, &mut conn, request).await,
             Err(reply) => conn.send(&Response::Error(reply)).await,
         };
         if result.is_err() {

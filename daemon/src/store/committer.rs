@@ -7,12 +7,15 @@
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::{Store, StoreError, WriteBatch};
 
 /// Runs after a batch's commit, with its result.
 pub type Completion = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
+
+/// Told how long each transaction took (the daemon feeds its commit latency metric).
+pub type CommitObserver = Box<dyn Fn(Duration) + Send>;
 
 /// The most batches merged into one transaction.
 const MAX_GROUP: usize = 4096;
@@ -41,15 +44,16 @@ pub struct GroupCommitter {
 }
 
 impl GroupCommitter {
-    /// Starts the writer thread over `store`.
+    /// Starts the writer thread over `store`; `observe` is told each transaction's
+    /// duration.
     pub fn start(
         store: Arc<dyn Store>,
-        latency: Arc<crate::metrics::Histogram>,
+        observe: CommitObserver,
     ) -> (GroupCommitter, JoinHandle<CommitStats>) {
         let (jobs, rx) = channel();
         let thread = std::thread::Builder::new()
             .name("group-commit".into())
-            .spawn(move || writer_loop(store.as_ref(), rx, &latency))
+            .spawn(move || writer_loop(store.as_ref(), rx, &observe))
             .expect("the writer thread can be spawned");
         (GroupCommitter { jobs }, thread)
     }
@@ -83,11 +87,7 @@ impl GroupCommitter {
     }
 }
 
-fn writer_loop(
-    store: &dyn Store,
-    rx: Receiver<Job>,
-    latency: &crate::metrics::Histogram,
-) -> CommitStats {
+fn writer_loop(store: &dyn Store, rx: Receiver<Job>, observe: &CommitObserver) -> CommitStats {
     let mut stats = CommitStats::default();
     // After a failed commit nothing more is written: later batches were computed from
     // state that never became durable.
@@ -116,8 +116,9 @@ fn writer_loop(
         };
         stats.transactions += 1;
         stats.batches += completions.len() as u64;
-        stats.commit_micros += started.elapsed().as_micros() as u64;
-        latency.observe(started.elapsed().as_secs_f64());
+        let took = started.elapsed();
+        stats.commit_micros += took.as_micros() as u64;
+        observe(took);
         if let (Err(e), None) = (&result, &failed) {
             tracing::error!(error = %e, "commit failed");
             failed = Some(e.clone());

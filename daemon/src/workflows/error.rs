@@ -1,7 +1,5 @@
 //! Why a workflow request cannot be expanded, by kind of failure, and how it is answered.
 
-use orch_protocol::{ErrorKind, ErrorReply};
-
 use super::checks::MAX_STEPS;
 use super::graph::GraphError;
 
@@ -66,14 +64,6 @@ fn steps_over_limit(count: Option<usize>) -> String {
     }
 }
 
-/// The wire answer: every expansion failure is a request that is well-formed but asks for
-/// something invalid (HTTP 422), about the field `workflow`.
-impl From<ExpandError> for ErrorReply {
-    fn from(error: ExpandError) -> ErrorReply {
-        ErrorReply::field(ErrorKind::BadRequest, "workflow", error.to_string())
-    }
-}
-
 /// For callers that report failures as text (test environments resolving their
 /// taskservs).
 impl From<ExpandError> for String {
@@ -109,13 +99,5 @@ mod tests {
             nested.to_string(),
             "server `web-01`: the taskservs' dependencies form a cycle: a → b → a"
         );
-    }
-
-    #[test]
-    fn every_failure_is_answered_as_an_invalid_workflow() {
-        let reply = ErrorReply::from(ExpandError::Unknown("unknown infra `nope`".into()));
-        assert_eq!(reply.kind, ErrorKind::BadRequest);
-        assert_eq!(reply.field.as_deref(), Some("workflow"));
-        assert_eq!(reply.message, "unknown infra `nope`");
     }
 }

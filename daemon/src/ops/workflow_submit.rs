@@ -1,46 +1,19 @@
 //! `WorkflowSubmit` and `WorkflowPlan`: expand and check a workflow request, then plan
 //! it, or create it (and, with `wait`, answer once it has finished).
 
-use orch_protocol::{
-    ErrorKind, ErrorReply, EventKind, Response, WorkflowId, WorkflowRequest, WorkflowSubmitted,
-};
-use tokio::sync::broadcast::error::RecvError;
+use orch_protocol::{EventKind, WorkflowId, WorkflowPlan, WorkflowRequest, WorkflowSubmitted};
 
 use super::workflows::stored_summary;
+use super::{AppError, AppErrorKind, Context};
 use crate::engine::Command;
+use crate::events::Stream;
 use crate::extensions::Registry;
-use crate::server::{Connection, Context};
+use crate::policy::Submitter;
 use crate::workflows::{self, Draft, Sources};
-
-/// Who submits a workflow, for the directories its request may name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Submitter {
-    /// The daemon's own user on the socket: may name any workspace and batch directory
-    /// (it can read them anyway).
-    Owner,
-    /// A token over HTTP, or a user granted a role on the socket: the daemon's workspace
-    /// only.
-    Confined,
-}
-
-impl Submitter {
-    /// The submitter on a socket connection: the owner when the peer is the daemon's user.
-    pub fn of(conn: &Connection) -> Submitter {
-        if conn.actor.uid == crate::socket::owner_uid() {
-            Submitter::Owner
-        } else {
-            Submitter::Confined
-        }
-    }
-}
 
 /// Refuses, for a confined submitter, a workspace other than the daemon's and a batch
 /// directory outside it.
-fn confine(
-    ctx: &Context,
-    request: &WorkflowRequest,
-    submitter: Submitter,
-) -> Result<(), ErrorReply> {
+fn confine(ctx: &Context, request: &WorkflowRequest, submitter: Submitter) -> Result<(), AppError> {
     if submitter == Submitter::Owner {
         return Ok(());
     }
@@ -49,8 +22,8 @@ fn confine(
     if let Some(given) = request.workspace()
         && (root.is_none() || canonical(given) != root)
     {
-        return Err(ErrorReply::field(
-            ErrorKind::PermissionDenied,
+        return Err(AppError::field(
+            AppErrorKind::PermissionDenied,
             "workspace",
             "`workspace`: only the daemon's owner on its socket may choose a workspace; leave it out to use the daemon's",
         ));
@@ -60,8 +33,8 @@ fn confine(
             .zip(root)
             .is_some_and(|(dir, root)| dir.starts_with(root))
     {
-        return Err(ErrorReply::field(
-            ErrorKind::PermissionDenied,
+        return Err(AppError::field(
+            AppErrorKind::PermissionDenied,
             "base_dir",
             "`base_dir`: must be inside the daemon's workspace (only the daemon's owner on its socket may choose another)",
         ));
@@ -74,7 +47,7 @@ fn prepare(
     ctx: &Context,
     request: &WorkflowRequest,
     submitter: Submitter,
-) -> Result<Draft, ErrorReply> {
+) -> Result<Draft, AppError> {
     confine(ctx, request, submitter)?;
     let registry = Registry::load(&ctx.modules_dir);
     let sources = Sources {
@@ -82,7 +55,7 @@ fn prepare(
         workspace: &ctx.workspace,
         data_dir: &ctx.data_dir,
     };
-    workflows::prepare(request, &sources).map_err(ErrorReply::from)
+    Ok(workflows::prepare(request, &sources)?)
 }
 
 /// `WorkflowPlan`.
@@ -90,12 +63,9 @@ pub fn plan(
     ctx: &Context,
     request: &WorkflowRequest,
     submitter: Submitter,
-) -> Result<Response, ErrorReply> {
+) -> Result<WorkflowPlan, AppError> {
     let draft = prepare(ctx, request, submitter)?;
-    Ok(Response::Plan(Box::new(workflows::plan(
-        &draft,
-        ctx.parallel_limit,
-    ))))
+    Ok(workflows::plan(&draft, ctx.parallel_limit))
 }
 
 /// `WorkflowSubmit`: plans (check mode) or creates the workflow; with `wait`, answers
@@ -105,7 +75,7 @@ pub async fn submit(
     actor: orch_protocol::Actor,
     submitter: Submitter,
     request: WorkflowRequest,
-) -> Result<WorkflowSubmitted, ErrorReply> {
+) -> Result<WorkflowSubmitted, AppError> {
     let draft = prepare(ctx, &request, submitter)?;
     if request.check_mode() {
         return Ok(WorkflowSubmitted::Planned(workflows::plan(
@@ -114,7 +84,7 @@ pub async fn submit(
         )));
     }
     // Subscribed before the workflow exists, so no event of it can be missed.
-    let mut events = ctx.bus.subscribe();
+    let mut events = Stream::from_now(&ctx.bus, ctx.store.clone())?;
     let mut summary = ctx
         .engine
         .request(|reply| Command::SubmitWorkflow {
@@ -125,46 +95,20 @@ pub async fn submit(
         .await?;
     let id = summary.id;
     while request.wait() && !summary.state.status().is_final() {
-        let changed = tokio::select! {
-            event = events.recv() => match event {
-                Ok(event) => ends(id, &event.kind, event.task),
-                Err(RecvError::Lagged(_)) => true,
-                Err(RecvError::Closed) => return Err(unavailable()),
-            },
-            () = ctx.shutdown.cancelled() => return Err(unavailable()),
+        let event = tokio::select! {
+            event = events.next() => event?,
+            () = ctx.shutdown.cancelled() => None,
         };
-        if changed {
-            summary = stored_summary(ctx, id)?;
+        match event {
+            Some(event) if ends(id, &event.kind, event.task) => summary = stored_summary(ctx, id)?,
+            Some(_) => {}
+            None => return Err(AppError::shutting_down()),
         }
     }
     Ok(WorkflowSubmitted::Created(summary))
 }
 
-/// `WorkflowSubmit` on the socket: stops waiting when the client hangs up (the workflow,
-/// once created, goes on).
-pub async fn handle(
-    ctx: &Context,
-    conn: &mut Connection,
-    request: WorkflowRequest,
-) -> std::io::Result<()> {
-    let actor = conn.actor.clone();
-    let submitter = Submitter::of(conn);
-    let result = tokio::select! {
-        result = submit(ctx, actor, submitter, request) => result,
-        () = conn.closed() => return Ok(()),
-    };
-    let response = match result {
-        Ok(answer) => Response::WorkflowSubmitted(Box::new(answer)),
-        Err(reply) => Response::Error(reply),
-    };
-    conn.send(&response).await
-}
-
 /// Whether an event may have finished workflow `id`.
 fn ends(id: WorkflowId, kind: &EventKind, task: u64) -> bool {
     task == id && matches!(kind, EventKind::Workflow { status, .. } if status.is_final())
-}
-
-fn unavailable() -> ErrorReply {
-    ErrorReply::new(ErrorKind::Unavailable, "the daemon is shutting down")
 }

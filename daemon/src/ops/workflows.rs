@@ -1,25 +1,23 @@
 //! `Workflows` and `Workflow`: read workflows from the store, as summaries (whose size
-//! does not grow with their steps) and pages of steps.
+//! does not grow with their steps) and pages of steps; `WorkflowCancel` and
+//! `WorkflowRollback`, answered once the change is durable.
 
 use std::collections::HashMap;
 
 use orch_protocol::{
-    ErrorReply, TaskId, TaskStatus, Workflow, WorkflowId, WorkflowSummary, WorkflowView,
+    Actor, TaskId, TaskStatus, Workflow, WorkflowId, WorkflowSummary, WorkflowView,
 };
 
-use super::store_error;
-use crate::server::Context;
+use super::{AppError, Context};
+use crate::engine::Command;
 use crate::workflows::views::{no_such_workflow, workflow_page, workflow_summary};
 
 /// How many workflows `Workflows` returns when no limit is given.
 const DEFAULT_LIMIT: usize = 100;
 
 /// `Workflows`: the newest first, as summaries.
-pub fn list(ctx: &Context, limit: Option<usize>) -> Result<Vec<WorkflowSummary>, ErrorReply> {
-    let workflows = ctx
-        .store
-        .workflows(limit.unwrap_or(DEFAULT_LIMIT))
-        .map_err(store_error)?;
+pub fn list(ctx: &Context, limit: Option<usize>) -> Result<Vec<WorkflowSummary>, AppError> {
+    let workflows = ctx.store.workflows(limit.unwrap_or(DEFAULT_LIMIT))?;
     workflows
         .iter()
         .map(|w| {
@@ -35,7 +33,7 @@ pub fn get(
     id: WorkflowId,
     offset: u64,
     limit: Option<usize>,
-) -> Result<WorkflowView, ErrorReply> {
+) -> Result<WorkflowView, AppError> {
     let workflow = stored(ctx, id)?;
     let statuses = stored_statuses(ctx, &workflow)?;
     Ok(workflow_page(
@@ -47,18 +45,17 @@ pub fn get(
 }
 
 /// Workflow `id`'s summary as stored.
-pub fn stored_summary(ctx: &Context, id: WorkflowId) -> Result<WorkflowSummary, ErrorReply> {
+pub fn stored_summary(ctx: &Context, id: WorkflowId) -> Result<WorkflowSummary, AppError> {
     let workflow = stored(ctx, id)?;
     let statuses = stored_statuses(ctx, &workflow)?;
     Ok(workflow_summary(&workflow, |t| statuses.get(&t).copied()))
 }
 
 /// Workflow `id`'s record.
-fn stored(ctx: &Context, id: WorkflowId) -> Result<Workflow, ErrorReply> {
+fn stored(ctx: &Context, id: WorkflowId) -> Result<Workflow, AppError> {
     ctx.store
-        .workflow(id)
-        .map_err(store_error)?
-        .ok_or_else(|| no_such_workflow(id))
+        .workflow(id)?
+        .ok_or_else(|| no_such_workflow(id).into())
 }
 
 /// The committed status of the workflow's tasks (removed ones are absent), read from
@@ -66,14 +63,34 @@ fn stored(ctx: &Context, id: WorkflowId) -> Result<Workflow, ErrorReply> {
 fn stored_statuses(
     ctx: &Context,
     workflow: &Workflow,
-) -> Result<HashMap<TaskId, TaskStatus>, ErrorReply> {
+) -> Result<HashMap<TaskId, TaskStatus>, AppError> {
     let steps = workflow.steps.iter().map(|s| s.task);
     let compensations = workflow.rollback_steps.iter().map(|r| r.task);
     let mut statuses = HashMap::new();
     for ids in [steps.collect::<Vec<_>>(), compensations.collect()] {
         if let (Some(&low), Some(&high)) = (ids.iter().min(), ids.iter().max()) {
-            statuses.extend(ctx.store.statuses(low..=high).map_err(store_error)?);
+            statuses.extend(ctx.store.statuses(low..=high)?);
         }
     }
     Ok(statuses)
+}
+
+/// `WorkflowCancel`: cancels its unfinished steps.
+pub async fn cancel(
+    ctx: &Context,
+    actor: Actor,
+    id: WorkflowId,
+) -> Result<WorkflowSummary, AppError> {
+    let cancel = |reply| Command::CancelWorkflow { actor, id, reply };
+    Ok(ctx.engine.request(cancel).await?)
+}
+
+/// `WorkflowRollback`: compensates its completed steps.
+pub async fn rollback(
+    ctx: &Context,
+    actor: Actor,
+    id: WorkflowId,
+) -> Result<WorkflowSummary, AppError> {
+    let rollback = |reply| Command::RollbackWorkflow { actor, id, reply };
+    Ok(ctx.engine.request(rollback).await?)
 }

@@ -1,0 +1,77 @@
+//! `/health`, `/openapi.json`, `/metrics`, `/extensions/*` and `/audit*`.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Extension, Query, State};
+use axum::http::header;
+use axum::response::IntoResponse;
+use orch_protocol::AuditFilter;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{Answer, Ctx};
+use crate::metrics::Metrics;
+use crate::ops::{self, Context};
+
+/// `GET /health`
+pub async fn health(State(ctx): Ctx) -> Answer {
+    Ok(Json(ops::daemon::health(&ctx)?).into_response())
+}
+
+/// `GET /openapi.json`
+pub async fn openapi() -> Answer {
+    Ok(Json(crate::http::openapi::document()).into_response())
+}
+
+/// `GET /metrics`
+pub async fn metrics(Extension(metrics): Extension<Arc<Metrics>>) -> Answer {
+    let text = metrics.render();
+    Ok(([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response())
+}
+
+/// One part of the extensions registry (`providers`, `taskservs` or `clusters`), with
+/// the manifests that could not be read.
+fn extensions(ctx: &Context, part: &str) -> Answer {
+    let report = serde_json::to_value(ops::daemon::extensions(ctx)).unwrap_or_default();
+    Ok(Json(json!({part: report[part], "problems": report["problems"]})).into_response())
+}
+
+/// `GET /extensions/providers`
+pub async fn providers(State(ctx): Ctx) -> Answer {
+    extensions(&ctx, "providers")
+}
+
+/// `GET /extensions/taskservs`
+pub async fn taskservs(State(ctx): Ctx) -> Answer {
+    extensions(&ctx, "taskservs")
+}
+
+/// `GET /extensions/clusters`
+pub async fn clusters(State(ctx): Ctx) -> Answer {
+    extensions(&ctx, "clusters")
+}
+
+/// Filters of `GET /audit`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditQuery {
+    action: Option<String>,
+    limit: Option<usize>,
+}
+
+/// `GET /audit`
+pub async fn audit(State(ctx): Ctx, query: Result<Query<AuditQuery>, QueryRejection>) -> Answer {
+    let Query(query) = query?;
+    let filter = AuditFilter {
+        action: query.action,
+        limit: query.limit,
+    };
+    Ok(Json(ops::audit::list(&ctx, &filter)?).into_response())
+}
+
+/// `GET /audit/verify`
+pub async fn audit_verify(State(ctx): Ctx) -> Answer {
+    Ok(Json(ops::audit::verify(&ctx)?).into_response())
+}

@@ -1,0 +1,221 @@
+//! `Logs` and `EnvLogs`: a task's output log, a test environment's log (after its
+//! containers' logs), each read by one [`Follower`], optionally until its writer is done.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use orch_protocol::{EnvId, EnvState, TaskId};
+
+use super::{AppError, Context};
+use crate::runner::log_path;
+use crate::testenv::engine::ContainerEngine;
+
+/// How often a followed log is checked for new output.
+const FOLLOW_POLL: Duration = Duration::from_millis(100);
+
+/// The largest chunk read at a time (and sent in one frame).
+const CHUNK: usize = 64 * 1024;
+
+/// `Logs`: task `id`'s log, followed (with `follow`) until the task is final.
+pub fn task_log(
+    ctx: &Context,
+    id: TaskId,
+    follow: bool,
+) -> Result<Follower<impl FnMut() -> Result<bool, AppError> + '_>, AppError> {
+    task_is_running(ctx, id)?;
+    let writing = move || task_is_running(ctx, id);
+    Ok(Follower::new(log_path(&ctx.logs_dir, id), follow, writing))
+}
+
+fn task_is_running(ctx: &Context, id: TaskId) -> Result<bool, AppError> {
+    Ok(!super::tasks::get(ctx, id)?.state.status().is_final())
+}
+
+/// `EnvLogs`: environment `id`'s containers' logs (while it has containers), then its
+/// own log (setup, probes, tests), followed (with `follow`) while the daemon works on it.
+pub async fn env_log(
+    ctx: &Context,
+    id: EnvId,
+    follow: bool,
+) -> Result<
+    (
+        Vec<String>,
+        Follower<impl FnMut() -> Result<bool, AppError> + '_>,
+    ),
+    AppError,
+> {
+    let env = ctx.testenvs.get(id)?;
+    let mut containers = Vec::new();
+    if !matches!(env.state, EnvState::Deleted { .. })
+        && let Ok(engine) = ContainerEngine::connect().await
+    {
+        for node in &env.nodes {
+            let logs = engine.logs(&node.container).await;
+            containers.push(format!(
+                "=== container {} ({}) ===\n{logs}",
+                node.container, node.name
+            ));
+        }
+    }
+    let writing = move || Ok(ctx.testenvs.is_busy(id));
+    let follower = Follower::new(ctx.testenvs.log_path(id), follow, writing);
+    Ok((containers, follower))
+}
+
+/// Reads a file that the daemon appends to, one chunk at a time (so a reader holds one
+/// chunk, whatever the file's size), as whole UTF-8 text (a split character waits for its
+/// remaining bytes); when following, until `writing` says the writer is done.
+pub struct Follower<W> {
+    path: PathBuf,
+    follow: bool,
+    writing: W,
+    tail: Tail,
+    state: State,
+}
+
+/// Where a [`Follower`] is.
+#[derive(Clone, Copy)]
+enum State {
+    /// About to ask whether the writer is still at work (before reading, so that what it
+    /// wrote before it finished is read).
+    Check,
+    /// Reading what is there; `writing` is the answer asked before.
+    Read { writing: bool },
+    /// Everything was read.
+    Done,
+}
+
+impl<W: FnMut() -> Result<bool, AppError>> Follower<W> {
+    /// Reads `path`; with `follow`, also what is added while `writing()` is true.
+    pub fn new(path: PathBuf, follow: bool, writing: W) -> Follower<W> {
+        Follower {
+            path,
+            follow,
+            writing,
+            tail: Tail::default(),
+            state: State::Check,
+        }
+    }
+
+    /// The next piece of text; `None` at the end. Cancel-safe (a call dropped while it
+    /// waits for more output loses nothing).
+    pub async fn next(&mut self) -> Result<Option<String>, AppError> {
+        loop {
+            match self.state {
+                State::Check => {
+                    let writing = (self.writing)()?;
+                    self.state = State::Read { writing };
+                }
+                State::Read { writing } => {
+                    if let Some(text) = self.tail.next_chunk(&self.path)? {
+                        return Ok(Some(text));
+                    }
+                    if !self.follow || !writing {
+                        self.state = State::Done;
+                        continue;
+                    }
+                    tokio::time::sleep(FOLLOW_POLL).await;
+                    self.state = State::Check;
+                }
+                State::Done => return Ok(self.rest()),
+            }
+        }
+    }
+
+    /// The bytes held back at the end (an incomplete character), replaced: for a stream
+    /// that stops early.
+    pub fn rest(&mut self) -> Option<String> {
+        self.tail.rest()
+    }
+}
+
+/// The read position in a growing file, and the bytes of a character split by a chunk.
+#[derive(Default)]
+struct Tail {
+    offset: u64,
+    pending: Vec<u8>,
+}
+
+impl Tail {
+    /// The next chunk of text added to the file, or `None` when there is nothing new yet.
+    fn next_chunk(&mut self, path: &Path) -> std::io::Result<Option<String>> {
+        let mut file = match std::fs::File::open(path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        file.seek(SeekFrom::Start(self.offset))?;
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            let n = file.read(&mut buf)?;
+            if n == 0 {
+                return Ok(None);
+            }
+            self.offset += n as u64;
+            self.pending.extend_from_slice(&buf[..n]);
+            let valid = match std::str::from_utf8(&self.pending) {
+                Ok(_) => self.pending.len(),
+                Err(e) if e.error_len().is_none() => e.valid_up_to(),
+                Err(_) => self.pending.len(),
+            };
+            let bytes: Vec<u8> = self.pending.drain(..valid).collect();
+            if !bytes.is_empty() {
+                return Ok(Some(String::from_utf8_lossy(&bytes).into_owned()));
+            }
+        }
+    }
+
+    /// Bytes still held back at the end (an incomplete character), replaced.
+    fn rest(&mut self) -> Option<String> {
+        if self.pending.is_empty() {
+            return None;
+        }
+        Some(String::from_utf8_lossy(&std::mem::take(&mut self.pending)).into_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_follower_reads_what_was_written_until_the_writer_is_done_and_keeps_characters_whole()
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        std::fs::write(&path, "first ").unwrap();
+        let mut checks = 0;
+        let writing = || {
+            checks += 1;
+            if checks == 2 {
+                // Written while followed: half of a two-byte character, then the rest.
+                use std::io::Write as _;
+                let mut file = std::fs::OpenOptions::new().append(true).open(&path)?;
+                file.write_all("é".as_bytes().get(..1).unwrap())?;
+                file.write_all(&"é".as_bytes()[1..])?;
+            }
+            Ok(checks < 3)
+        };
+        let mut follower = Follower::new(path.clone(), true, writing);
+        let mut text = String::new();
+        while let Some(piece) = follower.next().await.unwrap() {
+            text.push_str(&piece);
+        }
+        drop(follower);
+        assert_eq!(text, "first é");
+        assert_eq!(checks, 3, "asked again after each poll, until done");
+    }
+
+    #[tokio::test]
+    async fn without_follow_a_follower_reads_what_is_there_once_and_a_split_character_ends_replaced()
+     {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        std::fs::write(&path, [b'a', 0xC3]).unwrap();
+        let mut follower = Follower::new(path, false, || Ok(true));
+        assert_eq!(follower.next().await.unwrap().as_deref(), Some("a"));
+        assert_eq!(follower.next().await.unwrap().as_deref(), Some("\u{FFFD}"));
+        assert_eq!(follower.next().await.unwrap(), None);
+    }
+}

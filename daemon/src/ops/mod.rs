@@ -1,0 +1,70 @@
+//! The application layer: every operation the daemon offers, once, for both interfaces.
+//!
+//! [`OPERATIONS`] is the one table of them (name, socket request, role needed, HTTP
+//! routes with their OpenAPI summary and schemas): the socket dispatcher's role check, the
+//! HTTP router and its role check, and the OpenAPI document are all derived from it.
+//! The functions in the area modules do the work and return domain values (a task, a
+//! page of a workflow, a stream of events) or an [`AppError`]; the socket adapter
+//! (`server/`) encodes them as frames, the HTTP adapter (`http/`) as JSON with a status.
+
+pub mod audit;
+pub mod daemon;
+pub mod envs;
+mod error;
+pub mod logs;
+mod operation;
+mod request_kind;
+mod table;
+pub mod tasks;
+pub mod watch;
+pub mod workflow_submit;
+pub mod workflows;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use tokio_util::sync::CancellationToken;
+
+use crate::engine::EngineHandle;
+use crate::events::EventBus;
+use crate::policy::Role;
+use crate::server::limits::Limits;
+use crate::store::Store;
+pub use error::{AppError, AppErrorKind};
+pub use operation::{Answer, Method, Operation, Route, RouteId};
+pub use request_kind::RequestKind;
+pub use table::{OPERATIONS, for_request, routes};
+
+/// What every operation may use.
+pub struct Context {
+    /// Committed state, for reads.
+    pub store: Arc<dyn Store>,
+    /// The engine, for changes.
+    pub engine: EngineHandle,
+    /// Committed events.
+    pub bus: EventBus,
+    /// The data directory.
+    pub data_dir: PathBuf,
+    /// The socket path.
+    pub socket: PathBuf,
+    /// Where task logs are.
+    pub logs_dir: PathBuf,
+    /// How many tasks may run at once.
+    pub parallel_limit: usize,
+    /// Where the extensions (`providers/`, `taskservs/`, `clusters/`) are read from.
+    pub modules_dir: PathBuf,
+    /// The workspace whose infras workflows use when a request names none.
+    pub workspace: PathBuf,
+    /// Test environments.
+    pub testenvs: Arc<crate::testenv::TestEnvService>,
+    /// Other local users allowed on the socket, with their roles (`--allow-user`).
+    pub grants: HashMap<u32, Role>,
+    /// Timeouts, connection caps and the budget of buffered request bytes.
+    pub limits: Arc<Limits>,
+    /// When the daemon started.
+    pub started_at: DateTime<Utc>,
+    /// Cancelled to stop the daemon.
+    pub shutdown: CancellationToken,
+}

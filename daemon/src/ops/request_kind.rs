@@ -1,0 +1,72 @@
+//! What a socket request asks for, without its data: the key that finds a request's row
+//! in the operations table.
+
+use orch_protocol::Request;
+
+/// One per [`Request`] variant, each named after it (so each variant's doc is its
+/// request's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RequestKind {
+    Health,
+    Submit,
+    List,
+    Get,
+    Wait,
+    Cancel,
+    Retry,
+    Watch,
+    Logs,
+    Shutdown,
+    Clean,
+    Audit,
+    AuditVerify,
+    WorkflowSubmit,
+    WorkflowPlan,
+    Workflows,
+    Workflow,
+    WorkflowCancel,
+    WorkflowRollback,
+    Extensions,
+    EnvCreate,
+    Envs,
+    Env,
+    EnvRun,
+    EnvDelete,
+    EnvLogs,
+    Topologies,
+}
+
+impl RequestKind {
+    /// The kind of `request`.
+    pub fn of(request: &Request) -> RequestKind {
+        match request {
+            Request::Health => RequestKind::Health,
+            Request::Submit { .. } => RequestKind::Submit,
+            Request::List { .. } => RequestKind::List,
+            Request::Get { .. } => RequestKind::Get,
+            Request::Wait { .. } => RequestKind::Wait,
+            Request::Cancel { .. } => RequestKind::Cancel,
+            Request::Retry { .. } => RequestKind::Retry,
+            Request::Watch { .. } => RequestKind::Watch,
+            Request::Logs { .. } => RequestKind::Logs,
+            Request::Shutdown => RequestKind::Shutdown,
+            Request::Clean { .. } => RequestKind::Clean,
+            Request::Audit { .. } => RequestKind::Audit,
+            Request::AuditVerify => RequestKind::AuditVerify,
+            Request::WorkflowSubmit { .. } => RequestKind::WorkflowSubmit,
+            Request::WorkflowPlan { .. } => RequestKind::WorkflowPlan,
+            Request::Workflows { .. } => RequestKind::Workflows,
+            Request::Workflow { .. } => RequestKind::Workflow,
+            Request::WorkflowCancel { .. } => RequestKind::WorkflowCancel,
+            Request::WorkflowRollback { .. } => RequestKind::WorkflowRollback,
+            Request::Extensions => RequestKind::Extensions,
+            Request::EnvCreate { .. } => RequestKind::EnvCreate,
+            Request::Envs => RequestKind::Envs,
+            Request::Env { .. } => RequestKind::Env,
+            Request::EnvRun { .. } => RequestKind::EnvRun,
+            Request::EnvDelete { .. } => RequestKind::EnvDelete,
+            Request::EnvLogs { .. } => RequestKind::EnvLogs,
+            Request::Topologies => RequestKind::Topologies,
+        }
+    }
+}

@@ -1,0 +1,390 @@
+//! The one table of operations, and the look-ups the adapters make in it.
+//!
+//! Reads need viewer, changes operator, the audit log, tokens and stopping the daemon
+//! admin; `/health` and `/openapi.json` need no token (every socket peer is at least a
+//! viewer, so `health` is open to all of them too).
+
+use super::operation::{Answer, Operation, Route, RouteId};
+use super::request_kind::RequestKind as K;
+use crate::policy::Access::{self, Anyone, Needs};
+use crate::policy::Role::{Admin, Operator, Viewer};
+
+/// A row.
+const fn op(
+    name: &'static str,
+    request: Option<K>,
+    access: Access,
+    routes: &'static [Route],
+) -> Operation {
+    Operation {
+        name,
+        request,
+        access,
+        routes,
+    }
+}
+
+const WORKFLOW: Answer = Answer::Json("WorkflowSubmission");
+const ENV: Answer = Answer::Json("TestEnv");
+const OBJECT: Answer = Answer::Json("Object");
+
+/// Every operation the daemon offers.
+pub const OPERATIONS: &[Operation] = &[
+    op(
+        "health",
+        Some(K::Health),
+        Anyone,
+        &[Route::get(
+            RouteId::Health,
+            "/health",
+            "Service health: version, uptime, store, task counts",
+            Answer::Json("HealthReport"),
+        )],
+    ),
+    op(
+        "openapi",
+        None,
+        Anyone,
+        &[Route::get(
+            RouteId::OpenApi,
+            "/openapi.json",
+            "This document",
+            OBJECT,
+        )],
+    ),
+    op("tasks.submit", Some(K::Submit), Needs(Operator), &[]),
+    op(
+        "tasks.list",
+        Some(K::List),
+        Needs(Viewer),
+        &[Route::get(
+            RouteId::Tasks,
+            "/tasks",
+            "Tasks, newest first (query: status=a,b label limit)",
+            Answer::Json("[Task]"),
+        )],
+    ),
+    op(
+        "tasks.get",
+        Some(K::Get),
+        Needs(Viewer),
+        &[Route::get(
+            RouteId::Task,
+            "/tasks/{id}",
+            "One task, or the workflow with that id: its summary and a page of its steps (query: offset, limit; next_offset says where the next page starts)",
+            Answer::Json("Task"),
+        )],
+    ),
+    op("tasks.wait", Some(K::Wait), Needs(Viewer), &[]),
+    op("tasks.cancel", Some(K::Cancel), Needs(Operator), &[]),
+    op("tasks.retry", Some(K::Retry), Needs(Operator), &[]),
+    op("tasks.logs", Some(K::Logs), Needs(Viewer), &[]),
+    op("tasks.clean", Some(K::Clean), Needs(Operator), &[]),
+    op(
+        "events.watch",
+        Some(K::Watch),
+        Needs(Viewer),
+        &[Route::get(
+            RouteId::Events,
+            "/events",
+            "Server-sent events from the event bus (query: since, task, workflow)",
+            Answer::Events,
+        )],
+    ),
+    op(
+        "workflows.submit",
+        Some(K::WorkflowSubmit),
+        Needs(Operator),
+        &[
+            Route::post(
+                RouteId::ServersCreate,
+                "/workflows/servers/create",
+                "Submit a server creation workflow (201 with task_id; 200 with the plan in check mode)",
+                Some("ServersRequest"),
+                WORKFLOW,
+            ),
+            Route::post(
+                RouteId::TaskservCreate,
+                "/workflows/taskserv/create",
+                "Submit a taskserv creation workflow",
+                Some("TaskservRequest"),
+                WORKFLOW,
+            ),
+            Route::post(
+                RouteId::ClusterCreate,
+                "/workflows/cluster/create",
+                "Submit a cluster creation workflow",
+                Some("ClusterRequest"),
+                WORKFLOW,
+            ),
+            Route::post(
+                RouteId::TaskservInstall,
+                "/extensions/taskservs/install",
+                "Install a taskserv on servers of an infra (a taskserv workflow)",
+                Some("TaskservRequest"),
+                WORKFLOW,
+            ),
+        ],
+    ),
+    op("workflows.plan", Some(K::WorkflowPlan), Needs(Viewer), &[]),
+    op("workflows.list", Some(K::Workflows), Needs(Viewer), &[]),
+    op("workflows.get", Some(K::Workflow), Needs(Viewer), &[]),
+    op(
+        "workflows.cancel",
+        Some(K::WorkflowCancel),
+        Needs(Operator),
+        &[],
+    ),
+    op(
+        "workflows.rollback",
+        Some(K::WorkflowRollback),
+        Needs(Operator),
+        &[],
+    ),
+    op(
+        "extensions",
+        Some(K::Extensions),
+        Needs(Viewer),
+        &[
+            Route::get(
+                RouteId::Providers,
+                "/extensions/providers",
+                "Providers",
+                OBJECT,
+            ),
+            Route::get(
+                RouteId::Taskservs,
+                "/extensions/taskservs",
+                "Taskservs",
+                OBJECT,
+            ),
+            Route::get(
+                RouteId::Clusters,
+                "/extensions/clusters",
+                "Cluster definitions",
+                OBJECT,
+            ),
+        ],
+    ),
+    op(
+        "envs.create",
+        Some(K::EnvCreate),
+        Needs(Operator),
+        &[Route::post(
+            RouteId::EnvCreate,
+            "/test/environments/create",
+            "Create a test environment (answered once settled)",
+            Some("EnvRequest"),
+            ENV,
+        )],
+    ),
+    op(
+        "envs.list",
+        Some(K::Envs),
+        Needs(Viewer),
+        &[Route::get(
+            RouteId::Envs,
+            "/test/environments",
+            "Every test environment, newest first",
+            Answer::Json("[TestEnv]"),
+        )],
+    ),
+    op(
+        "envs.get",
+        Some(K::Env),
+        Needs(Viewer),
+        &[Route::get(
+            RouteId::Env,
+            "/test/environments/{id}",
+            "One test environment",
+            ENV,
+        )],
+    ),
+    op(
+        "envs.run",
+        Some(K::EnvRun),
+        Needs(Operator),
+        &[Route::post(
+            RouteId::EnvRun,
+            "/test/environments/{id}/run",
+            "Run a test environment's tests",
+            None,
+            ENV,
+        )],
+    ),
+    op(
+        "envs.delete",
+        Some(K::EnvDelete),
+        Needs(Operator),
+        &[Route::delete(
+            RouteId::EnvDelete,
+            "/test/environments/{id}",
+            "Delete a test environment's containers and network",
+            ENV,
+        )],
+    ),
+    op(
+        "envs.logs",
+        Some(K::EnvLogs),
+        Needs(Viewer),
+        &[Route::get(
+            RouteId::EnvLogs,
+            "/test/environments/{id}/logs",
+            "A test environment's log (setup, probes, tests)",
+            Answer::Text,
+        )],
+    ),
+    op("envs.topologies", Some(K::Topologies), Needs(Viewer), &[]),
+    op(
+        "metrics",
+        None,
+        Needs(Viewer),
+        &[Route::get(
+            RouteId::Metrics,
+            "/metrics",
+            "Prometheus metrics",
+            Answer::Text,
+        )],
+    ),
+    op(
+        "audit.list",
+        Some(K::Audit),
+        Needs(Admin),
+        &[Route::get(
+            RouteId::Audit,
+            "/audit",
+            "Audit log entries, newest first (query: action, limit)",
+            Answer::Json("[AuditEntry]"),
+        )],
+    ),
+    op(
+        "audit.verify",
+        Some(K::AuditVerify),
+        Needs(Admin),
+        &[Route::get(
+            RouteId::AuditVerify,
+            "/audit/verify",
+            "Check the audit log's hash chain",
+            Answer::Json("AuditReport"),
+        )],
+    ),
+    op(
+        "tokens.list",
+        None,
+        Needs(Admin),
+        &[Route::get(
+            RouteId::Tokens,
+            "/auth/tokens",
+            "Every token's id, name, role and creation time (never a secret)",
+            Answer::Json("[TokenSummary]"),
+        )],
+    ),
+    op(
+        "tokens.create",
+        None,
+        Needs(Admin),
+        &[Route::post(
+            RouteId::TokenCreate,
+            "/auth/tokens",
+            "Make a token ({name, role}); its secret is shown once",
+            Some("NewToken"),
+            Answer::Json("CreatedToken"),
+        )],
+    ),
+    op(
+        "tokens.revoke",
+        None,
+        Needs(Admin),
+        &[Route::delete(
+            RouteId::TokenRevoke,
+            "/auth/tokens/{id}",
+            "Revoke a token at once (409 for the last admin token)",
+            Answer::Json("TokenSummary"),
+        )],
+    ),
+    op("daemon.shutdown", Some(K::Shutdown), Needs(Admin), &[]),
+];
+
+/// The operation a socket request asks for.
+pub fn for_request(kind: K) -> &'static Operation {
+    OPERATIONS
+        .iter()
+        .find(|op| op.request == Some(kind))
+        .expect("every request kind has its row (a unit test checks)")
+}
+
+/// Every HTTP route, with its operation.
+pub fn routes() -> impl Iterator<Item = (&'static Operation, &'static Route)> {
+    OPERATIONS
+        .iter()
+        .flat_map(|op| op.routes.iter().map(move |route| (op, route)))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+    use crate::ops::Method;
+
+    /// The wire names of every socket request (`health`, `submit`, ...), from the
+    /// protocol's own schema.
+    fn request_tags() -> Vec<String> {
+        let schema = schemars::schema_for!(orch_protocol::Request).to_value();
+        let variants = schema["oneOf"]
+            .as_array()
+            .expect("an internally tagged enum");
+        variants
+            .iter()
+            .map(|v| {
+                let tag = &v["properties"]["request"];
+                tag["const"]
+                    .as_str()
+                    .or_else(|| tag["enum"][0].as_str())
+                    .expect("each variant names its tag")
+                    .to_string()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_socket_request_has_exactly_one_row() {
+        let kinds: Vec<K> = OPERATIONS.iter().filter_map(|op| op.request).collect();
+        let unique: HashSet<K> = kinds.iter().copied().collect();
+        assert_eq!(unique.len(), kinds.len(), "a request kind has two rows");
+        assert_eq!(kinds.len(), request_tags().len(), "{:?}", request_tags());
+        for kind in kinds {
+            assert_eq!(for_request(kind).request, Some(kind));
+        }
+    }
+
+    #[test]
+    fn names_are_unique_and_each_route_has_one_handler_and_one_method_and_path() {
+        let names: HashSet<&str> = OPERATIONS.iter().map(|op| op.name).collect();
+        assert_eq!(names.len(), OPERATIONS.len());
+        let ids: HashSet<RouteId> = routes().map(|(_, r)| r.id).collect();
+        let endpoints: HashSet<(Method, &str)> =
+            routes().map(|(_, r)| (r.method, r.path)).collect();
+        assert_eq!(ids.len(), routes().count());
+        assert_eq!(endpoints.len(), routes().count());
+    }
+
+    #[test]
+    fn reads_need_viewer_changes_operator_and_the_audit_log_and_tokens_admin() {
+        for (op, route) in routes() {
+            let expected = match (route.method, route.path) {
+                (_, "/health" | "/openapi.json") => None,
+                (_, path) if path.starts_with("/audit") || path.starts_with("/auth") => Some(Admin),
+                (Method::Get, _) => Some(Viewer),
+                _ => Some(Operator),
+            };
+            assert_eq!(
+                op.access.role(),
+                expected,
+                "{} {}",
+                route.method.as_str(),
+                route.path
+            );
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! Tasks: submit, list, get, wait for, cancel, retry and clean. Changes are answered once
+//! they are durable.
+
+use std::collections::{HashMap, HashSet};
+
+use orch_protocol::{Actor, CleanFilter, EventKind, Task, TaskFilter, TaskId, TaskSpec};
+
+use super::{AppError, AppErrorKind, Context};
+use crate::engine::Command;
+use crate::events::Stream;
+
+/// `Submit`: adds tasks, all or none.
+pub async fn submit(
+    ctx: &Context,
+    actor: Actor,
+    specs: Vec<TaskSpec>,
+) -> Result<Vec<Task>, AppError> {
+    let submit = |reply| Command::Submit {
+        actor,
+        specs,
+        reply,
+    };
+    Ok(ctx.engine.request(submit).await?)
+}
+
+/// `List`: committed tasks matching a filter, newest first.
+pub fn list(ctx: &Context, filter: &TaskFilter) -> Result<Vec<Task>, AppError> {
+    Ok(ctx.store.list(filter)?)
+}
+
+/// `Get`: one committed task.
+pub fn get(ctx: &Context, id: TaskId) -> Result<Task, AppError> {
+    ctx.store.get(id)?.ok_or_else(|| AppError::no_such_task(id))
+}
+
+/// `Cancel`: stops a task.
+pub async fn cancel(ctx: &Context, actor: Actor, id: TaskId) -> Result<Task, AppError> {
+    let cancel = |reply| Command::Cancel { actor, id, reply };
+    Ok(ctx.engine.request(cancel).await?)
+}
+
+/// `Retry`: queues a failed or cancelled task again.
+pub async fn retry(ctx: &Context, actor: Actor, id: TaskId) -> Result<Task, AppError> {
+    let retry = |reply| Command::Retry { actor, id, reply };
+    Ok(ctx.engine.request(retry).await?)
+}
+
+/// `Clean`: removes finished tasks; the ids removed.
+pub async fn clean(
+    ctx: &Context,
+    actor: Actor,
+    filter: CleanFilter,
+) -> Result<Vec<TaskId>, AppError> {
+    let clean = |reply| Command::Clean {
+        actor,
+        filter,
+        reply,
+    };
+    Ok(ctx.engine.request(clean).await?)
+}
+
+/// `Wait`: every named task once all are in a final state, in the order named.
+pub async fn wait(ctx: &Context, ids: Vec<TaskId>) -> Result<Vec<Task>, AppError> {
+    if ids.is_empty() {
+        return Err(AppError::field(
+            AppErrorKind::Invalid,
+            "ids",
+            "no task ids to wait for",
+        ));
+    }
+    // Subscribed before the first check, so no change after it can be missed.
+    let mut events = Stream::from_now(&ctx.bus, ctx.store.clone())?;
+    let mut pending: HashSet<TaskId> = ids.iter().copied().collect();
+    let mut finished = HashMap::new();
+    let all: Vec<TaskId> = pending.iter().copied().collect();
+    check(ctx, &all, &mut pending, &mut finished)?;
+    while !pending.is_empty() {
+        let event = tokio::select! {
+            event = events.next() => event?,
+            () = ctx.shutdown.cancelled() => None,
+        };
+        match event {
+            Some(event) if pending.contains(&event.task) && ends_task(&event.kind) => {
+                check(ctx, &[event.task], &mut pending, &mut finished)?;
+            }
+            Some(_) => {}
+            None => return Err(AppError::shutting_down()),
+        }
+    }
+    Ok(ids.iter().map(|id| finished[id].clone()).collect())
+}
+
+/// Events after which a task may be final (a submission can be final at once: its
+/// dependency had already failed).
+fn ends_task(kind: &EventKind) -> bool {
+    kind.is_final() || matches!(kind, EventKind::Submitted { .. })
+}
+
+/// Moves each of `ids` that is in a final state from `pending` to `finished`.
+fn check(
+    ctx: &Context,
+    ids: &[TaskId],
+    pending: &mut HashSet<TaskId>,
+    finished: &mut HashMap<TaskId, Task>,
+) -> Result<(), AppError> {
+    for id in ids {
+        let task = get(ctx, *id)?;
+        if task.state.status().is_final() {
+            pending.remove(id);
+            finished.insert(*id, task);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,148 @@
+//! The socket adapter's requests: each is checked against its row of the operations
+//! table (the role it needs), handed to its operation in [`crate::ops`], and the domain
+//! value that comes back is sent as [`Response`] frames (long lists in parts, streams
+//! item by item, then `stream_end`). Secrets are redacted in [`Connection`], where every
+//! answer is sent.
+
+use orch_protocol::{ErrorKind, ErrorReply, Request, Response};
+
+use super::Connection;
+use crate::ops::{self, AppError, Context, RequestKind};
+use crate::policy::Submitter;
+
+/// Runs the operation `request` asks for and sends its answer. An `Err` means the
+/// connection is gone.
+pub async fn dispatch(
+    ctx: &Context,
+    conn: &mut Connection,
+    request: Request,
+) -> std::io::Result<()> {
+    let operation = ops::for_request(RequestKind::of(&request));
+    if let Err(needed) = operation.access.check(conn.role) {
+        let reply = ErrorReply::new(
+            ErrorKind::PermissionDenied,
+            format!(
+                "permission denied: uid {} has the role {}; this request needs {}",
+                conn.actor.uid,
+                conn.role.as_str(),
+                needed.as_str()
+            ),
+        );
+        return conn.send(&Response::Error(reply)).await;
+    }
+    let actor = conn.actor.clone();
+    let answer = match request {
+        Request::Health => ops::daemon::health(ctx).map(Response::Health),
+        Request::Submit { tasks } => {
+            let tasks = ops::tasks::submit(ctx, actor, tasks).await;
+            return send_tasks(conn, tasks).await;
+        }
+        Request::List { filter } => return send_tasks(conn, ops::tasks::list(ctx, &filter)).await,
+        Request::Get { id } => ops::tasks::get(ctx, id).map(task),
+        Request::Wait { ids } => {
+            let tasks = tokio::select! {
+                tasks = ops::tasks::wait(ctx, ids) => tasks,
+                () = conn.closed() => return Ok(()),
+            };
+            return send_tasks(conn, tasks).await;
+        }
+        Request::Cancel { id } => ops::tasks::cancel(ctx, actor, id).await.map(task),
+        Request::Retry { id } => ops::tasks::retry(ctx, actor, id).await.map(task),
+        Request::Watch {
+            since,
+            task,
+            workflow,
+        } => return super::streams::watch(ctx, conn, since, task, workflow).await,
+        Request::Logs { id, follow } => {
+            return super::streams::task_log(ctx, conn, id, follow).await;
+        }
+        Request::Shutdown => return shutdown(ctx, conn).await,
+        Request::Clean { filter } => ops::tasks::clean(ctx, actor, filter)
+            .await
+            .map(|ids| Response::Removed { ids }),
+        Request::Audit { filter } => {
+            ops::audit::list(ctx, &filter).map(|entries| Response::Audit { entries })
+        }
+        Request::AuditVerify => ops::audit::verify(ctx).map(Response::AuditReport),
+        Request::WorkflowSubmit { workflow } => {
+            let submitter = Submitter::of_socket_peer(actor.uid);
+            // Stops waiting when the client hangs up (the workflow, once created, goes on).
+            tokio::select! {
+                answer = ops::workflow_submit::submit(ctx, actor, submitter, workflow) => {
+                    answer.map(|answer| Response::WorkflowSubmitted(Box::new(answer)))
+                }
+                () = conn.closed() => return Ok(()),
+            }
+        }
+        Request::WorkflowPlan { workflow } => {
+            let submitter = Submitter::of_socket_peer(actor.uid);
+            ops::workflow_submit::plan(ctx, &workflow, submitter)
+                .map(|plan| Response::Plan(Box::new(plan)))
+        }
+        Request::Workflows { limit } => match ops::workflows::list(ctx, limit) {
+            Ok(summaries) => return conn.send_list("workflows", &summaries).await,
+            Err(e) => Err(e),
+        },
+        Request::Workflow { id, offset, limit } => ops::workflows::get(ctx, id, offset, limit)
+            .map(|page| Response::Workflow(Box::new(page))),
+        Request::WorkflowCancel { id } => ops::workflows::cancel(ctx, actor, id)
+            .await
+            .map(|summary| Response::WorkflowSummary(Box::new(summary))),
+        Request::WorkflowRollback { id } => ops::workflows::rollback(ctx, actor, id)
+            .await
+            .map(|summary| Response::WorkflowSummary(Box::new(summary))),
+        Request::Extensions => Ok(Response::Extensions(Box::new(ops::daemon::extensions(ctx)))),
+        Request::EnvCreate { env } => ops::envs::create(ctx, actor, env).await.map(test_env),
+        Request::Envs => Ok(Response::Envs {
+            envs: ops::envs::list(ctx),
+        }),
+        Request::Env { id } => ops::envs::get(ctx, id).map(test_env),
+        Request::EnvRun { id } => ops::envs::run(ctx, actor, id).await.map(test_env),
+        Request::EnvDelete { id } => ops::envs::delete(ctx, actor, id).await.map(test_env),
+        Request::EnvLogs { id, follow } => {
+            return super::streams::env_log(ctx, conn, id, follow).await;
+        }
+        Request::Topologies => Ok(Response::Topologies(Box::new(ops::envs::topologies(ctx)))),
+    };
+    conn.send(&answer.unwrap_or_else(error)).await
+}
+
+/// An operation's failure as an error frame.
+pub(super) fn error(e: AppError) -> Response {
+    Response::Error(e.reply())
+}
+
+fn task(task: orch_protocol::Task) -> Response {
+    Response::Task {
+        task: Box::new(task),
+    }
+}
+
+fn test_env(env: orch_protocol::TestEnv) -> Response {
+    Response::Env(Box::new(env))
+}
+
+/// Sends a task list (in parts when it is long), or the error.
+async fn send_tasks(
+    conn: &mut Connection,
+    tasks: Result<Vec<orch_protocol::Task>, AppError>,
+) -> std::io::Result<()> {
+    match tasks {
+        Ok(tasks) => conn.send_tasks(&tasks).await,
+        Err(e) => conn.send(&error(e)).await,
+    }
+}
+
+/// `Shutdown`: recorded, answered, then the daemon stops; the connection stays open until
+/// the process exits, so the client sees its end exactly then.
+async fn shutdown(ctx: &Context, conn: &mut Connection) -> std::io::Result<()> {
+    if let Err(e) = ops::daemon::record_shutdown(ctx, conn.actor.clone()).await {
+        return conn.send(&error(e)).await;
+    }
+    if let Err(e) = conn.hold_open_until_exit() {
+        tracing::warn!(error = %e, "cannot hold the stopping client's connection until exit");
+    }
+    let sent = conn.send(&Response::ShuttingDown).await;
+    ctx.shutdown.cancel();
+    sent
+}

@@ -1,0 +1,101 @@
+//! The socket adapter's streams: `watch` (events) and `logs`/`env_logs` (text), item by
+//! item, then `stream_end`. A stream stops when its client sends anything or hangs up,
+//! and ends (with `stream_end`) when the daemon stops.
+
+use orch_protocol::{EnvId, Response, TaskId, WorkflowId};
+
+use super::Connection;
+use super::dispatch::error;
+use crate::ops::logs::Follower;
+use crate::ops::{self, AppError, Context};
+
+/// `Watch`: events until the watched task or workflow is final (or for ever).
+pub async fn watch(
+    ctx: &Context,
+    conn: &mut Connection,
+    since: Option<u64>,
+    task: Option<TaskId>,
+    workflow: Option<WorkflowId>,
+) -> std::io::Result<()> {
+    let mut events = match ops::watch::watch(ctx, since, task, workflow) {
+        Ok(events) => events,
+        Err(e) => return conn.send(&error(e)).await,
+    };
+    loop {
+        let next = tokio::select! {
+            next = events.next() => next,
+            () = conn.closed() => return Ok(()),
+            () = ctx.shutdown.cancelled() => break,
+        };
+        match next {
+            Ok(Some(event)) => {
+                let event = Response::Event {
+                    event: (*event).clone(),
+                };
+                conn.send(&event).await?;
+            }
+            Ok(None) => break,
+            Err(e) => return conn.send(&error(e.into())).await,
+        }
+    }
+    conn.send(&Response::StreamEnd).await
+}
+
+/// `Logs`: a task's log, followed until the task is final.
+pub async fn task_log(
+    ctx: &Context,
+    conn: &mut Connection,
+    id: TaskId,
+    follow: bool,
+) -> std::io::Result<()> {
+    match ops::logs::task_log(ctx, id, follow) {
+        Ok(follower) => send_log(ctx, conn, follower).await,
+        Err(e) => conn.send(&error(e)).await,
+    }
+}
+
+/// `EnvLogs`: a test environment's containers' logs, then its own, followed while the
+/// daemon works on it.
+pub async fn env_log(
+    ctx: &Context,
+    conn: &mut Connection,
+    id: EnvId,
+    follow: bool,
+) -> std::io::Result<()> {
+    let (containers, follower) = match ops::logs::env_log(ctx, id, follow).await {
+        Ok(parts) => parts,
+        Err(e) => return conn.send(&error(e)).await,
+    };
+    for text in containers {
+        conn.send(&Response::Log { text }).await?;
+    }
+    send_log(ctx, conn, follower).await
+}
+
+/// Sends what `follower` reads as `log` frames, then `stream_end`.
+async fn send_log<W: FnMut() -> Result<bool, AppError>>(
+    ctx: &Context,
+    conn: &mut Connection,
+    mut follower: Follower<W>,
+) -> std::io::Result<()> {
+    loop {
+        let next = tokio::select! {
+            next = follower.next() => Some(next),
+            () = conn.closed() => return Ok(()),
+            () = ctx.shutdown.cancelled() => None,
+        };
+        match next {
+            Some(Ok(Some(text))) => conn.send(&Response::Log { text }).await?,
+            Some(Ok(None)) => break,
+            Some(Err(e)) => return conn.send(&error(e)).await,
+            // Stopping: the rest of a split character, then the end.
+            None => {
+                if let Some(text) = follower.rest() {
+                    conn.send(&Response::Log { text }).await?;
+                }
+                break;
+            }
+        }
+    }
+    conn.send(&Response::StreamEnd).await
+}

@@ -4,6 +4,7 @@
 //! Layout:
 //! - [`frame`]: length-prefixed frames (`u32` big-endian length, then a JSON body) with a
 //!   maximum size, and a blocking reader that can be interrupted between reads.
+//! - [`ids`]: the identifiers of tasks, workflows and test environments.
 //! - [`task`]: a task as submitted (its spec) and as stored; [`state`]: its states and
 //!   the outcomes of its attempts.
 //! - [`event`]: the event log's entries; [`health`]: the daemon's health report;
@@ -31,6 +32,7 @@ pub mod extensions;
 pub mod filters;
 pub mod frame;
 pub mod health;
+pub mod ids;
 pub mod message;
 pub mod paths;
 pub mod state;

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::task::TaskId;
+use crate::ids::TaskId;
 
 /// Why a task ended in failure.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -9,8 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::state::{Attempt, TaskState};
 use crate::workflow::StepRef;
 
-/// Identifier of a task: assigned by the daemon, increasing in submission order.
-pub type TaskId = u64;
+pub use crate::ids::TaskId;
 
 /// What a task runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -4,8 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-/// Identifier of a test environment (from the task id sequence).
-pub type EnvId = u64;
+pub use crate::ids::EnvId;
 
 /// Resource limits of a node.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -176,3 +176,29 @@ impl Drop for TestEnvSweeper {
         }
     }
 }
+
+/// The engine's socket for a test that needs one; `None` (the caller skips the test, and
+/// a line says so) only when DOCKER_HOST is unset and no default socket answers.
+pub fn engine_or_skip() -> Option<PathBuf> {
+    let socket = engine_socket();
+    if socket.is_none() {
+        eprintln!(
+            "skipped: no container engine (DOCKER_HOST is unset and none of {:?} answers)",
+            candidate_sockets()
+        );
+    }
+    socket
+}
+
+/// A daemon started with `args`, a `nu` for it, and a guard that removes the containers
+/// of its test environments whatever happens; `None` only when there is no engine.
+pub fn env_daemon(args: &[&str]) -> Option<(crate::Daemon, crate::Nu, TestEnvSweeper)> {
+    let socket = engine_or_skip()?;
+    let daemon = crate::Daemon::start(args);
+    let sweeper = TestEnvSweeper {
+        socket,
+        data_dir: daemon.data_dir(),
+    };
+    let nu = daemon.nu();
+    Some((daemon, nu, sweeper))
+}

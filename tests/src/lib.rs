@@ -238,6 +238,12 @@ impl Drop for Sweeper<'_> {
     }
 }
 
+/// The repository's `provisioning` Nushell module.
+pub const PROVISIONING_MODULE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../nushell-modules/provisioning"
+);
+
 /// `nu` with the plugin added to a private plugin registry.
 pub struct Nu {
     registry: PathBuf,
@@ -346,6 +352,11 @@ impl Nu {
     pub fn json(&self, script: &str) -> serde_json::Value {
         let stdout = self.run(&format!("{script} | to json --raw"));
         serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
+    }
+
+    /// [`Nu::json`] with the repository's `provisioning` module loaded first.
+    pub fn provisioning_json(&self, script: &str) -> serde_json::Value {
+        self.json(&format!("use {PROVISIONING_MODULE}; {script}"))
     }
 }
 

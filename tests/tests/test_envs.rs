@@ -6,45 +6,16 @@
 
 use std::time::Duration;
 
-use orch_e2e::containers::{TestEnvSweeper, candidate_sockets, engine_socket};
-use orch_e2e::{Daemon, Nu, eventually};
+use orch_e2e::containers::env_daemon as setup;
+use orch_e2e::{Daemon, PROVISIONING_MODULE as MODULE, eventually};
 use serde_json::{Value, json};
-
-const MODULE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../nushell-modules/provisioning"
-);
-
-/// A daemon, a `nu` for it, and a guard that removes its containers whatever happens;
-/// `None` (the test is skipped) only when no engine is there.
-fn setup(args: &[&str]) -> Option<(Daemon, Nu, TestEnvSweeper)> {
-    let Some(socket) = engine_socket() else {
-        eprintln!(
-            "skipped: no container engine (DOCKER_HOST is unset and none of {:?} answers)",
-            candidate_sockets()
-        );
-        return None;
-    };
-    let daemon = Daemon::start(args);
-    let sweeper = TestEnvSweeper {
-        socket,
-        data_dir: daemon.data_dir(),
-    };
-    let nu = daemon.nu();
-    Some((daemon, nu, sweeper))
-}
-
-fn json(nu: &Nu, script: &str) -> Value {
-    nu.json(&format!("use {MODULE}; {script}"))
-}
 
 #[test]
 fn a_single_postgres_environment_runs_select_1_and_cleans_up() {
     let Some((_daemon, nu, sweeper)) = setup(&[]) else {
         return;
     };
-    let env = json(
-        &nu,
+    let env = nu.provisioning_json(
         "provisioning test env single postgres --auto-start --auto-cleanup | select status state.reason probes.0.ok results",
     );
     assert_eq!(env["status"], "deleted", "{env:#}");
@@ -69,20 +40,17 @@ fn a_server_environment_installs_redis_and_postgres_in_order_and_runs_their_test
     let Some((_daemon, nu, sweeper)) = setup(&[]) else {
         return;
     };
-    let env = json(
-        &nu,
-        "provisioning test env server web-01 [redis postgres] --auto-start",
-    );
+    let env =
+        nu.provisioning_json("provisioning test env server web-01 [redis postgres] --auto-start");
     assert_eq!(env["status"], "ready", "{env:#}");
     assert_eq!(env["nodes"][0]["taskservs"], json!(["postgres", "redis"]));
     let (containers, networks) = sweeper.leftovers();
     assert_eq!(containers.len(), 1, "{containers:?}");
     assert_eq!(networks.len(), 1, "{networks:?}");
     let id = &env["id"];
-    let run = json(
-        &nu,
-        &format!("provisioning test env run {id} | select status tests results.passed"),
-    );
+    let run = nu.provisioning_json(&format!(
+        "provisioning test env run {id} | select status tests results.passed"
+    ));
     assert_eq!(
         run,
         json!({"status": "ready", "tests": "2/2 passed", "results.passed": [true, true]})
@@ -90,10 +58,9 @@ fn a_server_environment_installs_redis_and_postgres_in_order_and_runs_their_test
     let logs = nu.run(&format!("orch test env logs {id}"));
     assert!(logs.contains("install postgres (exit 0"), "{logs}");
     assert!(logs.contains("test redis (exit 0"), "{logs}");
-    let deleted = json(
-        &nu,
-        &format!("provisioning test env delete {id} | get state.reason"),
-    );
+    let deleted = nu.provisioning_json(&format!(
+        "provisioning test env delete {id} | get state.reason"
+    ));
     assert_eq!(deleted, "requested");
     assert_eq!(sweeper.leftovers(), (vec![], vec![]));
 }
@@ -103,8 +70,7 @@ fn an_etcd_cluster_reaches_quorum_and_replicates_a_key() {
     let Some((_daemon, nu, sweeper)) = setup(&[]) else {
         return;
     };
-    let env = json(
-        &nu,
+    let env = nu.provisioning_json(
         "provisioning test topology load etcd_cluster | provisioning test env cluster etcd",
     );
     assert_eq!(env["status"], "ready", "{env:#}");
@@ -137,12 +103,9 @@ fn an_etcd_cluster_reaches_quorum_and_replicates_a_key() {
         (3, 1),
         "{containers:?} {networks:?}"
     );
-    let run = json(&nu, &format!("orch test env run {} | get tests", env["id"]));
+    let run = nu.provisioning_json(&format!("orch test env run {} | get tests", env["id"]));
     assert_eq!(run, "3/3 passed");
-    json(
-        &nu,
-        &format!("orch test env delete {} | get status", env["id"]),
-    );
+    nu.provisioning_json(&format!("orch test env delete {} | get status", env["id"]));
     assert_eq!(sweeper.leftovers(), (vec![], vec![]));
 }
 
@@ -151,8 +114,7 @@ fn the_postgres_redis_topology_becomes_ready_and_passes_its_tests() {
     let Some((_daemon, nu, sweeper)) = setup(&[]) else {
         return;
     };
-    let env = json(
-        &nu,
+    let env = nu.provisioning_json(
         "provisioning test topology load postgres_redis | provisioning test env cluster stack --auto-cleanup | select status tests results.node",
     );
     assert_eq!(env["status"], "deleted", "{env:#}");
@@ -200,8 +162,7 @@ fn an_environment_is_deleted_when_its_time_to_live_ends() {
     let Some((_daemon, nu, sweeper)) = setup(&[]) else {
         return;
     };
-    let env = json(
-        &nu,
+    let env = nu.provisioning_json(
         "provisioning test env single redis --auto-start --ttl 8sec --cpus 0.5 --memory 256MiB",
     );
     assert_eq!(env["status"], "ready", "{env:#}");
@@ -236,8 +197,7 @@ fn kubernetes_topologies_are_created_structurally_and_the_limit_holds() {
     let Some((_daemon, nu, sweeper)) = setup(&["--max-test-envs", "1"]) else {
         return;
     };
-    let env = json(
-        &nu,
+    let env = nu.provisioning_json(
         "provisioning test topology load kubernetes_3node | provisioning test env cluster k8s --no-start",
     );
     assert_eq!(env["status"], "created", "{env:#}");
@@ -280,10 +240,7 @@ fn kubernetes_topologies_are_created_structurally_and_the_limit_holds() {
         error.contains("1 test environments exist and the limit is 1"),
         "{error}"
     );
-    json(
-        &nu,
-        &format!("orch test env delete {} | get status", env["id"]),
-    );
+    nu.provisioning_json(&format!("orch test env delete {} | get status", env["id"]));
     assert_eq!(sweeper.leftovers(), (vec![], vec![]));
 }
 

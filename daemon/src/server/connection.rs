@@ -154,6 +154,11 @@ impl Connection {
         Ok(())
     }
 
+    /// Sends an operation's failure as an error frame.
+    pub async fn send_error(&mut self, error: crate::ops::AppError) -> std::io::Result<()> {
+        self.send(&Response::Error(error.reply())).await
+    }
+
     /// Sends one response, with its secrets redacted unless the peer is an admin.
     pub async fn send(&mut self, response: &Response) -> std::io::Result<()> {
         let response = crate::redact::for_role(self.role, response);

@@ -104,12 +104,8 @@ pub async fn dispatch(
         }
         Request::Topologies => Ok(Response::Topologies(Box::new(ops::envs::topologies(ctx)))),
     };
-    conn.send(&answer.unwrap_or_else(error)).await
-}
-
-/// An operation's failure as an error frame.
-pub(super) fn error(e: AppError) -> Response {
-    Response::Error(e.reply())
+    conn.send(&answer.unwrap_or_else(|e| Response::Error(e.reply())))
+        .await
 }
 
 fn task(task: orch_protocol::Task) -> Response {
@@ -129,7 +125,7 @@ async fn send_tasks(
 ) -> std::io::Result<()> {
     match tasks {
         Ok(tasks) => conn.send_tasks(&tasks).await,
-        Err(e) => conn.send(&error(e)).await,
+        Err(e) => conn.send_error(e).await,
     }
 }
 
@@ -137,7 +133,7 @@ async fn send_tasks(
 /// the process exits, so the client sees its end exactly then.
 async fn shutdown(ctx: &Context, conn: &mut Connection) -> std::io::Result<()> {
     if let Err(e) = ops::daemon::record_shutdown(ctx, conn.actor.clone()).await {
-        return conn.send(&error(e)).await;
+        return conn.send_error(e).await;
     }
     if let Err(e) = conn.hold_open_until_exit() {
         tracing::warn!(error = %e, "cannot hold the stopping client's connection until exit");

@@ -5,7 +5,6 @@
 use orch_protocol::{EnvId, Response, TaskId, WorkflowId};
 
 use super::Connection;
-use super::dispatch::error;
 use crate::ops::logs::Follower;
 use crate::ops::{self, AppError, Context};
 
@@ -19,7 +18,7 @@ pub async fn watch(
 ) -> std::io::Result<()> {
     let mut events = match ops::watch::watch(ctx, since, task, workflow) {
         Ok(events) => events,
-        Err(e) => return conn.send(&error(e)).await,
+        Err(e) => return conn.send_error(e).await,
     };
     loop {
         let next = tokio::select! {
@@ -35,7 +34,7 @@ pub async fn watch(
                 conn.send(&event).await?;
             }
             Ok(None) => break,
-            Err(e) => return conn.send(&error(e.into())).await,
+            Err(e) => return conn.send_error(e.into()).await,
         }
     }
     conn.send(&Response::StreamEnd).await
@@ -50,7 +49,7 @@ pub async fn task_log(
 ) -> std::io::Result<()> {
     match ops::logs::task_log(ctx, id, follow) {
         Ok(follower) => send_log(ctx, conn, follower).await,
-        Err(e) => conn.send(&error(e)).await,
+        Err(e) => conn.send_error(e).await,
     }
 }
 
@@ -64,7 +63,7 @@ pub async fn env_log(
 ) -> std::io::Result<()> {
     let (containers, follower) = match ops::logs::env_log(ctx, id, follow).await {
         Ok(parts) => parts,
-        Err(e) => return conn.send(&error(e)).await,
+        Err(e) => return conn.send_error(e).await,
     };
     for text in containers {
         conn.send(&Response::Log { text }).await?;
@@ -87,7 +86,7 @@ async fn send_log<W: FnMut() -> Result<bool, AppError>>(
         match next {
             Some(Ok(Some(text))) => conn.send(&Response::Log { text }).await?,
             Some(Ok(None)) => break,
-            Some(Err(e)) => return conn.send(&error(e)).await,
+            Some(Err(e)) => return conn.send_error(e).await,
             // Stopping: the rest of a split character, then the end.
             None => {
                 if let Some(text) = follower.rest() {

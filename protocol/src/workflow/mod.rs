@@ -26,8 +26,7 @@ pub use record::*;
 pub use request::*;
 pub use view::*;
 
-/// Identifier of a workflow (shared sequence with task ids).
-pub type WorkflowId = u64;
+pub use crate::ids::WorkflowId;
 
 /// Marks a task as a step of a workflow.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -140,3 +140,87 @@ fn run_with(tag: &str, body: &str, env: &[(&str, &str)]) -> Option<serde_json::V
     );
     Some(result)
 }
+
+/// A task running `server-exec` (the engine's client under `timeout`) is cancelled: every
+/// process of the attempt is gone (the client stays in the attempt's process group, which
+/// the cancel stops), nothing carrying the attempt's markers is left running.
+#[test]
+fn a_cancelled_server_exec_leaves_no_process_behind() {
+    let Some(socket) = engine_socket() else {
+        eprintln!("skipped: no container engine");
+        return;
+    };
+    let infra = format!("t-cancel-{:05x}", std::process::id() & 0xfffff);
+    let _cleanup = Cleanup {
+        socket: socket.clone(),
+        infra: infra.clone(),
+    };
+    let daemon = orch_e2e::Daemon::start_with_env(
+        &[],
+        &[("DOCKER_HOST", &format!("unix://{}", socket.display()))],
+    );
+    let nu = daemon.nu();
+    let modules = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../nushell-modules")
+        .canonicalize()
+        .expect("nushell-modules exists");
+    let marker = daemon.dir().join("exec-started");
+    let code = format!(
+        "use '{modules}/providers/local'\nlet web = {{hostname: web-01, provider: local, infra: '{infra}'}}\nlocal create-server $web {{workflow: null, infra: {{name: '{infra}'}}}} | ignore\ntouch '{marker}'\nlocal server-exec $web 'sleep 600'",
+        modules = modules.display(),
+        marker = marker.display(),
+    );
+    let id = nu.json(&format!("orch submit --nu {} | get id", nu_string(&code)));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !marker.exists() {
+        let status = nu.json(&format!("orch task {id} | get status"));
+        assert!(
+            std::time::Instant::now() < deadline && status == "running",
+            "the server was not created, or the exec did not start:\n{}",
+            nu.task_logs()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(
+        !processes_of(&daemon.data_dir(), &id.to_string()).is_empty(),
+        "the attempt's processes are visible while it runs"
+    );
+    nu.run(&format!(
+        "orch cancel {id} | ignore; orch wait {id} | ignore"
+    ));
+    let left = orch_e2e::eventually(
+        std::time::Duration::from_secs(15),
+        "no process of the cancelled attempt",
+        || {
+            let left = processes_of(&daemon.data_dir(), &id.to_string());
+            left.is_empty().then_some(left)
+        },
+    );
+    assert!(left.is_empty());
+}
+
+/// A Nushell string literal holding `text`.
+fn nu_string(text: &str) -> String {
+    serde_json::Value::String(text.to_string()).to_string()
+}
+
+/// The pids of live processes whose environment carries the daemon's data dir and the
+/// task id (the markers every process of an attempt inherits).
+fn processes_of(data_dir: &Path, task: &str) -> Vec<u32> {
+    let dir_marker = format!("ORCH_DATA_DIR={}", data_dir.display());
+    let task_marker = format!("ORCH_TASK_ID={task}");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+                return false;
+            };
+            let vars: Vec<&[u8]> = environ.split(|b| *b == 0).collect();
+            vars.contains(&dir_marker.as_bytes()) && vars.contains(&task_marker.as_bytes())
+        })
+        .collect()
+}

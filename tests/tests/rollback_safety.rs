@@ -116,7 +116,8 @@ fn a_rollback_keeps_the_servers_and_taskservs_another_workflow_created() {
         done["id"]
     ));
     assert!(
-        rollback_logs.contains("web-02: kept: created by workflow step")
+        rollback_logs.contains("web-02: kept ")
+            && rollback_logs.contains("created by workflow step")
             && rollback_logs.contains("redis: kept on web-01")
             && rollback_logs.contains("redis: kept on web-02: installed by preexisting"),
         "{rollback_logs}"

@@ -4,8 +4,9 @@
 //!
 //! - [`log`]: the task's log file (capped, with a free-space reserve), output read line
 //!   by line in bounded pieces, and progress lines.
-//! - [`params`]: the attempt's parameters, in the environment or a private file, and the
-//!   Nushell prelude that reads them into `$params`.
+//! - [`params`]: the private directory of parameters files and the prelude file of Nushell
+//!   scripts; how parameters are passed is [`crate::nu_command`]'s, which builds the
+//!   process.
 //!
 //! A timeout or a cancel stops the whole process group: SIGTERM, then SIGKILL after a
 //! grace period.

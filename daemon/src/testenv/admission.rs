@@ -74,11 +74,10 @@ impl TestEnvService {
             check_resources(node.resources.as_ref())?;
         }
         let engine = self.engine_for_request().await?;
-        let base_image = plan::base_image(&registry).map_err(bad)?;
         let nodes = topology
             .nodes
             .iter()
-            .map(|node| plan::node(node, request, &registry, &base_image))
+            .map(|node| plan::node(node, request, &registry))
             .collect::<Result<Vec<_>, _>>()
             .map_err(bad)?;
         let images: std::collections::BTreeSet<&str> =

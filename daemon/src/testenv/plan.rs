@@ -61,28 +61,31 @@ pub fn node(
     node: &TopologyNode,
     request: &EnvRequest,
     registry: &Registry,
-    base_image: &str,
 ) -> Result<EnvNode, String> {
     let order = install_order(&node.taskservs, registry)?;
     let configured = order.iter().find_map(|t| t.image.as_deref());
-    let image = [request.image.as_deref(), node.image.as_deref(), configured]
+    let named = [request.image.as_deref(), node.image.as_deref(), configured]
         .into_iter()
         .flatten()
-        .next()
-        .unwrap_or(base_image);
+        .next();
+    // The base image is looked up only for a node that names none.
+    let image = match named {
+        Some(image) => image.to_string(),
+        None => base_image(registry)?,
+    };
     Ok(EnvNode {
         name: node.name.clone(),
         role: node.role.clone(),
         taskservs: order.iter().map(|t| t.name.clone()).collect(),
         container: String::new(),
-        image: image.to_string(),
+        image,
         resources: node.resources.clone().or_else(|| request.resources.clone()),
     })
 }
 
 /// The base image: [`BASE_IMAGE_ENV`], else the `local` provider's default (its
 /// manifest's `[config] image`, which the provider reads too: one value for both).
-pub fn base_image(registry: &Registry) -> Result<String, String> {
+fn base_image(registry: &Registry) -> Result<String, String> {
     match std::env::var(BASE_IMAGE_ENV) {
         Ok(image) if !image.is_empty() => Ok(image),
         _ => provider_image(registry.provider(PROVIDER)?),
@@ -157,16 +160,23 @@ mod tests {
     fn the_requests_image_wins_then_the_nodes_then_the_base() {
         let (_dir, registry) = modules(LOCAL);
         let mut topology = topology(&request(None).env);
-        let planned = node(&topology.nodes[0], &request(None), &registry, "base:1").unwrap();
+        let planned = node(&topology.nodes[0], &request(None), &registry).unwrap();
         assert_eq!(
             (planned.image.as_str(), planned.taskservs.len()),
             ("base:1", 1)
         );
         topology.nodes[0].image = Some("node:2".into());
-        let planned = node(&topology.nodes[0], &request(None), &registry, "base:1").unwrap();
+        let planned = node(&topology.nodes[0], &request(None), &registry).unwrap();
         assert_eq!(planned.image, "node:2");
-        let planned = node(&topology.nodes[0], &request(Some("req:3")), &registry, "b").unwrap();
+        let planned = node(&topology.nodes[0], &request(Some("req:3")), &registry).unwrap();
         assert_eq!(planned.image, "req:3");
+        // A manifest without a default image matters only to a node that names none.
+        let (_dir, bare) = modules("name = \"local\"\nversion = \"1\"\n");
+        let planned = node(&topology.nodes[0], &request(Some("req:3")), &bare).unwrap();
+        assert_eq!(planned.image, "req:3");
+        topology.nodes[0].image = None;
+        let error = node(&topology.nodes[0], &request(None), &bare).unwrap_err();
+        assert!(error.contains("sets no `[config] image`"), "{error}");
     }
 
     #[test]

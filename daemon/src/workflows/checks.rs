@@ -47,8 +47,13 @@ pub fn batch(workflow: &BatchWorkflow) -> Result<(), ExpandError> {
     )
 }
 
-/// Refuses a built draft without steps, or with a parallel limit of 0.
+/// Refuses a built draft without steps, with more than [`MAX_STEPS`] (a last check: each
+/// kind counts its steps before building them), or with a parallel limit of 0.
 pub fn draft(draft: &Draft) -> Result<(), ExpandError> {
+    step_count(
+        &format!("workflow `{}`", draft.name),
+        Some(draft.steps.len()),
+    )?;
     if draft.steps.is_empty() {
         return Err(ExpandError::Invalid(format!(
             "workflow `{}` has no steps",

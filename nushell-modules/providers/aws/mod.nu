@@ -189,7 +189,9 @@ def ec2-request [cfg: record, command: string, input: record]: nothing -> record
     let out = do {
         # Only this call's environment: the settings' credentials, no profile or config
         # file of the user, no pager, no instance metadata lookups.
-        hide-env --ignore-errors AWS_PROFILE AWS_DEFAULT_PROFILE AWS_SESSION_TOKEN
+        # An inherited endpoint variable must not send the signed request elsewhere: the
+        # endpoint is the settings' (--endpoint-url) or AWS's own.
+        hide-env --ignore-errors AWS_PROFILE AWS_DEFAULT_PROFILE AWS_SESSION_TOKEN AWS_ENDPOINT_URL AWS_ENDPOINT_URL_EC2
         let token = if ($cfg.session_token | is-empty) { {} } else { {AWS_SESSION_TOKEN: $cfg.session_token} }
         load-env ({
             AWS_ACCESS_KEY_ID: $cfg.access_key
@@ -198,6 +200,9 @@ def ec2-request [cfg: record, command: string, input: record]: nothing -> record
             AWS_SHARED_CREDENTIALS_FILE: "/dev/null"
             AWS_PAGER: ""
             AWS_EC2_METADATA_DISABLED: "true"
+            # The CLI's own retries stay few, so one call takes at most a few http_timeouts.
+            AWS_MAX_ATTEMPTS: "3"
+            AWS_RETRY_MODE: "standard"
         } | merge $token)
         ^aws ...$args | complete
     }

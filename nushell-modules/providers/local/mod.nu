@@ -26,6 +26,8 @@
 # settings, else `$env.PROVISIONING_BASE_IMAGE`, else `[config] image` of manifest.toml
 # (the default the daemon's test environments use too).
 
+use ../shared [step-context mark-of kept-reason]
+
 const MANIFEST = path self manifest.toml
 # Seconds a plain engine call may take.
 const CALL_TIMEOUT = 60
@@ -60,7 +62,9 @@ def client []: nothing -> list<string> {
 # `timeout` seconds (exit code 124).
 def engine [args: list<string>, --timeout: int = $CALL_TIMEOUT]: nothing -> record {
     let cli = (client)
-    ^timeout --kill-after=5 $"($timeout)s" ...$cli ...$args | complete
+    # --foreground keeps `timeout` and the client in the caller's process group, so that a
+    # cancel or a timeout of the step (which signals the whole group) stops them too.
+    ^timeout --foreground --kill-after=5 $"($timeout)s" ...$cli ...$args | complete
 }
 
 # Runs the client with `args` and returns its standard output; a failure is an error
@@ -115,8 +119,7 @@ def hostname-of [server: record]: nothing -> string {
 # The infra a server belongs to: the server record's `infra`, else the step context's
 # (`ctx`, or $env.ORCH_PARAMS / ORCH_PARAMS_FILE for the commands that get no ctx).
 def infra-of [server: record, ctx?: record]: nothing -> string {
-    let params = $env.ORCH_PARAMS? | default (if ($env.ORCH_PARAMS_FILE? | is-not-empty) { open --raw $env.ORCH_PARAMS_FILE } else { "" })
-    let ctx = ($ctx | default (try { $params | from json } catch { {} }))
+    let ctx = (step-context $ctx)
     let infra = ($server.infra? | default ($ctx.infra?.name?))
     if ($infra | is-empty) {
         error make {msg: $"server ($server.hostname? | default '?'): no `infra` in the server record or the step context"}
@@ -135,12 +138,6 @@ def container-of [server: record, ctx?: record]: nothing -> string {
 }
 
 def network-name [infra: string]: nothing -> string { $"($infra)-net" }
-
-# The mark of what the step of `ctx` creates (`<workflow>/<step>`), or null outside a
-# workflow.
-def mark-of [ctx: record]: nothing -> any {
-    if $ctx.workflow? == null { null } else { $"($ctx.workflow)/($ctx.step? | default '')" }
-}
 
 # The workflow part of a mark (the network is shared by a workflow's steps).
 def workflow-of [mark: any]: nothing -> any {
@@ -303,10 +300,8 @@ export def delete-server [server: record, ctx: record]: nothing -> record {
     let mark = (mark-of $ctx)
     let info = (inspect $name)
     let owner = ($info | get -o Config.Labels | default {} | get -o "provisioning.created-by")
-    if $info != null and $mark != null and $owner != $mark {
-        let by = if $owner == null { "found already there" } else { $"created by workflow step ($owner)" }
-        return {hostname: $server.hostname, deleted: false, reason: $"kept: ($by), not by this step \(($mark)\)"}
-    }
+    let kept = if $info == null { null } else { kept-reason $name $owner $mark }
+    if $kept != null { return {hostname: $server.hostname, deleted: false, reason: $kept} }
     if $info != null {
         let r = (engine [rm --force --volumes $name])
         if $r.exit_code != 0 and not (missing $r) {

@@ -8,12 +8,15 @@
 # four commands of docs/extensions.md.
 
 # The step context: `ctx` when given, else $env.ORCH_PARAMS or the file
-# $env.ORCH_PARAMS_FILE (set by the daemon for every step), else an empty record.
+# $env.ORCH_PARAMS_FILE (set by the daemon for every step) when it holds a record, else
+# an empty record.
 export def step-context [ctx?: record]: nothing -> record {
     if $ctx != null { return $ctx }
     let params = $env.ORCH_PARAMS? | default (if ($env.ORCH_PARAMS_FILE? | is-not-empty) { open --raw $env.ORCH_PARAMS_FILE } else { "" })
     if ($params | str trim | is-empty) { return {} }
-    try { $params | from json } catch { {} }
+    # A task without parameters has `null` there; anything but a record is no context.
+    let value = try { $params | from json } catch { null }
+    if ($value | describe | str starts-with "record") { $value } else { {} }
 }
 
 # A closure `{|key, env_value| ...}` giving a provider setting by precedence: the server's

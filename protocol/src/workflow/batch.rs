@@ -195,6 +195,16 @@ mod tests {
         for t in OperationType::ALL {
             assert_eq!(serde_json::to_value(t).unwrap(), t.as_str());
         }
+        let workflow = r#"{"name": "w", "operations": [
+            {"id": "a", "type": "command", "command": ["true"]},
+            {"id": "b", "type": "teleport"}]}"#;
+        let error = serde_json::from_str::<BatchWorkflow>(workflow)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("entry 1: `type`: unknown operation type `teleport`"),
+            "the failing operation is named by its place: {error}"
+        );
         let error = read(r#""teleport""#).unwrap_err();
         assert!(
             error.contains("`type`: unknown operation type `teleport` (known: server_create, server_batch, taskserv_create, taskserv_batch, nu, script, command)"),

@@ -23,7 +23,9 @@ where
         }
         fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
             let mut items = Vec::new();
-            while let Some(item) = seq.next_element()? {
+            // An entry that cannot be read is named by its place in the list.
+            let entry = |i: usize, e: A::Error| A::Error::custom(format_args!("entry {i}: {e}"));
+            while let Some(item) = seq.next_element().map_err(|e| entry(items.len(), e))? {
                 if items.len() == MAX_LIST_LEN {
                     return Err(serde::de::Error::custom(format!(
                         "more than {MAX_LIST_LEN} entries (a workflow has at most {MAX_LIST_LEN} steps)"

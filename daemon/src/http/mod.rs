@@ -88,28 +88,15 @@ pub async fn serve(listener: tokio::net::TcpListener, app: Router, ctx: Arc<Cont
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(limits.read_timeout);
-    loop {
-        tokio::select! {
-            () = ctx.shutdown.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => match slots.clone().try_acquire_owned() {
-                    Ok(slot) => {
-                        let connection = serve_connection(http.clone(), stream, app.clone(), ctx.shutdown.clone());
-                        tokio::spawn(async move {
-                            connection.await;
-                            drop(slot);
-                        });
-                    }
-                    Err(_) => refuse(stream, &limits),
-                },
-                Err(e) => {
-                    // Typically out of file descriptors: back off instead of spinning.
-                    tracing::warn!(error = %e, "HTTP accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                }
-            },
-        }
-    }
+    crate::server::limits::accept_until(
+        &listener,
+        ctx.shutdown.clone(),
+        slots.clone(),
+        "HTTP",
+        |stream| serve_connection(http.clone(), stream, app.clone(), ctx.shutdown.clone()),
+        |stream| refuse(stream, &limits),
+    )
+    .await;
     drop(listener);
     let every_slot = u32::try_from(limits.max_http_connections).unwrap_or(u32::MAX);
     let drained = tokio::time::timeout(DRAIN_GRACE, slots.acquire_many(every_slot)).await;

@@ -15,6 +15,67 @@ const REFUSAL_GRACE: Duration = Duration::from_secs(1);
 /// How many refusals may be in flight at once; past it connections are dropped unanswered.
 const MAX_REFUSALS_IN_FLIGHT: usize = 64;
 
+/// A listener the adapters accept connections from (the Unix socket, the HTTP port).
+pub trait Listener {
+    /// What an accepted connection is.
+    type Stream: Send + 'static;
+    /// The next connection.
+    fn next(&self) -> impl std::future::Future<Output = std::io::Result<Self::Stream>> + Send;
+}
+
+impl Listener for tokio::net::UnixListener {
+    type Stream = tokio::net::UnixStream;
+    async fn next(&self) -> std::io::Result<Self::Stream> {
+        self.accept().await.map(|(stream, _)| stream)
+    }
+}
+
+impl Listener for tokio::net::TcpListener {
+    type Stream = tokio::net::TcpStream;
+    async fn next(&self) -> std::io::Result<Self::Stream> {
+        self.accept().await.map(|(stream, _)| stream)
+    }
+}
+
+/// Accepts connections from `listener` until `shutdown` is cancelled, at most as many at
+/// once as `slots` has permits: each is handed to `serve`, holding its slot until that
+/// ends; past the cap it goes to `refuse`. A failed accept (typically out of file
+/// descriptors) is logged and retried after a pause instead of spinning. Both the socket
+/// and the HTTP adapter accept this way.
+pub async fn accept_until<L: Listener, F>(
+    listener: &L,
+    shutdown: tokio_util::sync::CancellationToken,
+    slots: Arc<Semaphore>,
+    interface: &'static str,
+    mut serve: impl FnMut(L::Stream) -> F,
+    mut refuse: impl FnMut(L::Stream),
+) where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    loop {
+        let accepted = tokio::select! {
+            () = shutdown.cancelled() => break,
+            accepted = listener.next() => accepted,
+        };
+        match accepted {
+            Ok(stream) => match slots.clone().try_acquire_owned() {
+                Ok(slot) => {
+                    let connection = serve(stream);
+                    tokio::spawn(async move {
+                        connection.await;
+                        drop(slot);
+                    });
+                }
+                Err(_) => refuse(stream),
+            },
+            Err(e) => {
+                tracing::warn!(interface, error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
 /// The limits every connection is held to (from the command line).
 #[derive(Debug)]
 pub struct Limits {

@@ -26,28 +26,15 @@ pub async fn serve(listener: UnixListener, ctx: Arc<Context>) {
     let slots = Arc::new(tokio::sync::Semaphore::new(
         ctx.limits.max_socket_connections,
     ));
-    loop {
-        tokio::select! {
-            () = ctx.shutdown.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => match slots.clone().try_acquire_owned() {
-                    Ok(slot) => {
-                        let ctx = ctx.clone();
-                        tokio::spawn(async move {
-                            serve_connection(stream, ctx).await;
-                            drop(slot);
-                        });
-                    }
-                    Err(_) => refuse(stream, &ctx.limits),
-                },
-                Err(e) => {
-                    // Typically out of file descriptors: back off instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                }
-            },
-        }
-    }
+    limits::accept_until(
+        &listener,
+        ctx.shutdown.clone(),
+        slots,
+        "socket",
+        |stream| serve_connection(stream, ctx.clone()),
+        |stream| refuse(stream, &ctx.limits),
+    )
+    .await;
 }
 
 /// Answers a client over the connection cap with an `unavailable` error frame.

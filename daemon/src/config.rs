@@ -149,6 +149,41 @@ pub struct Cli {
     /// Log filter for the daemon's own log (tracing's EnvFilter syntax, e.g. `debug`).
     #[arg(long, value_name = "FILTER", env = "ORCH_LOG", default_value = "info")]
     pub log: String,
+
+    /// Archive audit entries older than this (`90days`, `720h`) to sealed segment files in
+    /// the data directory's `audit/`, checked at start and every tenth of it (at most
+    /// daily). Each run is recorded by its checkpoint entry. Without it, entries are
+    /// archived only on request (`orch audit compact`).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub retain_audit: Option<std::time::Duration>,
+
+    /// A tool to run instead of the daemon.
+    #[command(subcommand)]
+    pub tool: Option<Tool>,
+}
+
+/// Tools the binary runs instead of the daemon, with no daemon needed.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum Tool {
+    /// The audit log's archived segments.
+    #[command(subcommand)]
+    Audit(AuditTool),
+}
+
+/// `audit ...` tools.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum AuditTool {
+    /// Check an archived audit segment (such as one saved by `orch audit export`) on its
+    /// own: its entries' hash chain, the range its name gives, and with --sha256 that it
+    /// is the file its checkpoint sealed. Prints a JSON report; exits 1 when it is not
+    /// intact.
+    VerifySegment {
+        /// The segment file.
+        file: PathBuf,
+        /// The SHA-256 its checkpoint sealed (the `sha256` column of `orch audit segments`).
+        #[arg(long, value_name = "HEX")]
+        sha256: Option<String>,
+    },
 }
 
 /// A setting that cannot work, found before anything starts.

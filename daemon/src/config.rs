@@ -150,6 +150,15 @@ pub struct Cli {
     #[arg(long, value_name = "FILTER", env = "ORCH_LOG", default_value = "info")]
     pub log: String,
 
+    /// The size at which orchestrator.log is rotated (`64MiB`, `512KiB`, or bytes): it
+    /// becomes orchestrator.log.1 (the one before, .2, and so on) and a new file starts.
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = crate::logging::parse_size)]
+    pub log_max_size: u64,
+
+    /// How many rotated logs to keep (orchestrator.log.1 to .N); older ones are removed.
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=1000))]
+    pub log_keep: u32,
+
     /// Archive audit entries older than this (`90days`, `720h`) to sealed segment files in
     /// the data directory's `audit/`, checked at start and every tenth of it (at most
     /// daily). Each run is recorded by its checkpoint entry. Without it, entries are

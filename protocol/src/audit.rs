@@ -173,9 +173,27 @@ mod tests {
         let cut = |json: &str| serde_json::from_str::<AuditCut>(json);
         assert_eq!(cut("40").unwrap(), AuditCut::Seq(40));
         let at = cut("\"2025-01-31T01:00:00+01:00\"").unwrap();
-        assert_eq!(serde_json::to_string(&at).unwrap(), "\"2025-01-31T00:00:00Z\"");
-        assert!(cut("0").unwrap_err().to_string().contains("numbered from 1"));
-        assert!(cut("\"yesterday\"").unwrap_err().to_string().contains("RFC 3339"));
-        assert!(cut("-3").unwrap_err().to_string().contains("a sequence number"));
+        assert_eq!(
+            serde_json::to_string(&at).unwrap(),
+            "\"2025-01-31T00:00:00Z\""
+        );
+        assert!(
+            cut("0")
+                .unwrap_err()
+                .to_string()
+                .contains("numbered from 1")
+        );
+        assert!(
+            cut("\"yesterday\"")
+                .unwrap_err()
+                .to_string()
+                .contains("RFC 3339")
+        );
+        assert!(
+            cut("-3")
+                .unwrap_err()
+                .to_string()
+                .contains("a sequence number")
+        );
     }
 }

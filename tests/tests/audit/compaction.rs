@@ -10,7 +10,7 @@ use std::process::Command;
 use orch_e2e::{Daemon, Nu, binary};
 use serde_json::{Value, json};
 
-use super::store_file::{AUDIT, SEGMENTS, expect_broken, json, rows, tamper, verify};
+use super::store_file::{AUDIT, SEGMENTS, expect_broken, http_get, json, rows, tamper, verify};
 
 /// `n` refused cancels: one audit entry each.
 pub fn refused_cancels(nu: &Nu, n: u32) {
@@ -67,6 +67,15 @@ fn a_compacted_log_verifies_and_tampering_with_segments_or_what_remains_is_detec
     let sealed = nu.json("orch audit segments | get 0.sha256");
     assert_eq!(checkpoint["action"], "audit_compact");
     assert_eq!(checkpoint["params.archived.sha256"], sealed);
+    let listed = http_get(&daemon, port, "/audit/segments");
+    assert_eq!(
+        (
+            &listed[0]["first"],
+            &listed[0]["last"],
+            &listed[0]["sha256"]
+        ),
+        (&json!(1), &json!(4), &sealed)
+    );
     assert!(
         nu.json("orch audit compact --before 3").is_null(),
         "nothing left to archive"

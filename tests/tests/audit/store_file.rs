@@ -56,17 +56,22 @@ pub fn json(body: &[u8]) -> Value {
     serde_json::from_slice(body).expect("rows are JSON")
 }
 
+/// `GET <path>` on the daemon's HTTP `port`, as its admin.
+pub fn http_get(daemon: &Daemon, port: u16, path: &str) -> Value {
+    let admin = orch_e2e::http::token(daemon, "admin");
+    let out = std::process::Command::new("curl")
+        .args(["-s", "-H", &format!("Authorization: Bearer {admin}")])
+        .arg(format!("http://127.0.0.1:{port}{path}"))
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// `orch audit verify`, with `GET /audit/verify` (on `port`) checked to agree on whether
 /// the log is intact and where it is not.
 pub fn verify(daemon: &Daemon, nu: &Nu, port: u16) -> Value {
     let report = nu.json("orch audit verify");
-    let admin = orch_e2e::http::token(daemon, "admin");
-    let out = std::process::Command::new("curl")
-        .args(["-s", "-H", &format!("Authorization: Bearer {admin}")])
-        .arg(format!("http://127.0.0.1:{port}/audit/verify"))
-        .output()
-        .unwrap();
-    let http: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let http = http_get(daemon, port, "/audit/verify");
     for field in ["intact", "entries", "archived", "bad_seq", "problem"] {
         let over_http = http.get(field).unwrap_or(&Value::Null);
         assert_eq!(

@@ -4,11 +4,25 @@
 //! asked, what, when, its parameters (secrets redacted) and its outcome, in the same
 //! transaction as the change itself. Entries are numbered without gaps and hash-chained:
 //! each entry's SHA-256 covers the previous entry's hash and its own fields, and the
-//! store keeps the head (last seq and hash) apart. [`verify`] then detects an edited
-//! entry, a deleted one (in the middle or at the end) and a reordering.
+//! store keeps the head (last seq and hash) apart.
+//!
+//! - [`chain`]: checking a run of entries (an edited, deleted, moved or reordered entry, a
+//!   removed tail), and reading checkpoint entries.
+//! - [`segment`]: the sealed segment files older entries are archived to.
+//! - [`archive`]: compaction (a segment written, then in one transaction the entries
+//!   removed and a checkpoint entry appended), listing, export and the check of the whole
+//!   log, segments included.
+//! - [`retention`]: the daemon's own periodic compaction (`--retain-audit`).
+//! - [`offline`]: checking a segment file without a daemon (`audit verify-segment`).
+
+pub mod archive;
+pub mod chain;
+pub mod offline;
+pub mod retention;
+pub mod segment;
 
 use chrono::{DateTime, Utc};
-use orch_protocol::{Actor, AuditEntry, AuditReport};
+use orch_protocol::{Actor, AuditEntry};
 use sha2::{Digest, Sha256};
 
 /// The previous hash of the first entry.
@@ -72,7 +86,8 @@ pub fn submitted_params(specs: &[orch_protocol::TaskSpec]) -> serde_json::Value 
     })
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Lower-case hexadecimal.
+pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -109,77 +124,6 @@ pub fn hash_of(entry: &AuditEntry) -> String {
     hasher.update(b"\n");
     hasher.update(serde_json::to_vec(&fields).expect("audit fields serialize"));
     hex(&hasher.finalize())
-}
-
-/// Checks entries in storage order (`(key, entry)`) against the chain and the stored head
-/// (`(seq, hash)` of the last entry written).
-pub fn verify(
-    entries: impl Iterator<Item = (u64, AuditEntry)>,
-    head: Option<(u64, String)>,
-) -> AuditReport {
-    let mut checked = 0;
-    let mut prev_hash = GENESIS.to_string();
-    let bad = |checked, seq, problem: String| AuditReport {
-        entries: checked,
-        intact: false,
-        bad_seq: Some(seq),
-        problem: Some(problem),
-    };
-    for (key, entry) in entries {
-        let expected = checked + 1;
-        if entry.seq != key {
-            return bad(
-                checked,
-                key,
-                format!(
-                    "the entry stored as {key} says it is entry {}: entries were moved",
-                    entry.seq
-                ),
-            );
-        }
-        if key != expected {
-            return bad(
-                checked,
-                expected,
-                format!("entry {expected} is missing (the log jumps to {key})"),
-            );
-        }
-        if entry.prev_hash != prev_hash {
-            return bad(
-                checked,
-                key,
-                format!(
-                    "entry {key} does not follow entry {}: entries were removed, reordered or replaced",
-                    key - 1
-                ),
-            );
-        }
-        if hash_of(&entry) != entry.hash {
-            return bad(
-                checked,
-                key,
-                format!("entry {key} was altered (its content does not match its hash)"),
-            );
-        }
-        prev_hash = entry.hash;
-        checked += 1;
-    }
-    match head {
-        Some((seq, hash)) if seq != checked || hash != prev_hash => bad(
-            checked,
-            seq,
-            format!(
-                "the log ends at entry {checked}, but entry {seq} was written: entries were removed from the end"
-            ),
-        ),
-        None if checked > 0 => bad(checked, checked, "the log's head record is missing".into()),
-        _ => AuditReport {
-            entries: checked,
-            intact: true,
-            bad_seq: None,
-            problem: None,
-        },
-    }
 }
 
 /// Replaces the values of secret-looking keys (password, secret, token, key, credential)
@@ -237,56 +181,12 @@ pub fn is_secret_name(key: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+mod tests;
+
+#[cfg(test)]
+mod redaction_tests {
     use super::*;
     use serde_json::json;
-
-    fn chain(n: u64) -> Vec<(u64, AuditEntry)> {
-        let mut prev = GENESIS.to_string();
-        (1..=n)
-            .map(|seq| {
-                let actor = Actor {
-                    uid: 0,
-                    interface: "socket".into(),
-                };
-                let record = AuditRecord::new(actor, "submit", json!({"n": seq}), Ok("ok".into()));
-                let entry = seal(record, seq, Utc::now(), &prev);
-                prev = entry.hash.clone();
-                (seq, entry)
-            })
-            .collect()
-    }
-
-    fn head(entries: &[(u64, AuditEntry)]) -> Option<(u64, String)> {
-        entries.last().map(|(s, e)| (*s, e.hash.clone()))
-    }
-
-    #[test]
-    fn an_intact_chain_verifies() {
-        let entries = chain(5);
-        let report = verify(entries.clone().into_iter(), head(&entries));
-        assert!(report.intact, "{report:?}");
-        assert_eq!(report.entries, 5);
-    }
-
-    #[test]
-    fn edits_deletions_and_reorderings_are_detected() {
-        let entries = chain(5);
-        let h = head(&entries);
-        let mut edited = entries.clone();
-        edited[2].1.outcome = "nothing happened".into();
-        assert_eq!(verify(edited.into_iter(), h.clone()).bad_seq, Some(3));
-        let mut deleted = entries.clone();
-        deleted.remove(1);
-        assert_eq!(verify(deleted.into_iter(), h.clone()).bad_seq, Some(2));
-        let truncated = entries[..4].to_vec();
-        assert_eq!(verify(truncated.into_iter(), h.clone()).bad_seq, Some(5));
-        let mut swapped = entries.clone();
-        let (a, b) = (swapped[1].1.clone(), swapped[2].1.clone());
-        swapped[1].1 = b;
-        swapped[2].1 = a;
-        assert_eq!(verify(swapped.into_iter(), h).bad_seq, Some(2));
-    }
 
     #[test]
     fn secrets_are_redacted_anywhere() {

@@ -149,6 +149,50 @@ pub struct Cli {
     /// Log filter for the daemon's own log (tracing's EnvFilter syntax, e.g. `debug`).
     #[arg(long, value_name = "FILTER", env = "ORCH_LOG", default_value = "info")]
     pub log: String,
+
+    /// The size at which orchestrator.log is rotated (`64MiB`, `512KiB`, or bytes): it
+    /// becomes orchestrator.log.1 (the one before, .2, and so on) and a new file starts.
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = crate::logging::parse_size)]
+    pub log_max_size: u64,
+
+    /// How many rotated logs to keep (orchestrator.log.1 to .N); older ones are removed.
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=1000))]
+    pub log_keep: u32,
+
+    /// Archive audit entries older than this (`90days`, `720h`) to sealed segment files in
+    /// the data directory's `audit/`, checked at start and every tenth of it (at most
+    /// daily). Each run is recorded by its checkpoint entry. Without it, entries are
+    /// archived only on request (`orch audit compact`).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub retain_audit: Option<std::time::Duration>,
+
+    /// A tool to run instead of the daemon.
+    #[command(subcommand)]
+    pub tool: Option<Tool>,
+}
+
+/// Tools the binary runs instead of the daemon, with no daemon needed.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum Tool {
+    /// The audit log's archived segments.
+    #[command(subcommand)]
+    Audit(AuditTool),
+}
+
+/// `audit ...` tools.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum AuditTool {
+    /// Check an archived audit segment (such as one saved by `orch audit export`) on its
+    /// own: its entries' hash chain, the range its name gives, and with --sha256 that it
+    /// is the file its checkpoint sealed. Prints a JSON report; exits 1 when it is not
+    /// intact.
+    VerifySegment {
+        /// The segment file.
+        file: PathBuf,
+        /// The SHA-256 its checkpoint sealed (the `sha256` column of `orch audit segments`).
+        #[arg(long, value_name = "HEX")]
+        sha256: Option<String>,
+    },
 }
 
 /// A setting that cannot work, found before anything starts.

@@ -89,7 +89,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     };
     files::create_private_dir(&logs_dir)
         .with_context(|| format!("cannot create {}", logs_dir.display()))?;
-    let _log_guard = logging::init(&data_dir, &cli.log, cli.quiet)?;
+    let rotation = logging::Rotation {
+        max_bytes: cli.log_max_size,
+        keep: cli.log_keep,
+    };
+    let _log_guard = logging::init(&data_dir, &cli.log, cli.quiet, rotation)?;
     if bound.replaced_stale {
         tracing::info!(socket = %socket_path.display(), "replaced a stale socket");
     }
@@ -106,6 +110,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Some(port) => Some(bind_http(&cli, port, &data_dir).await?),
         None => None,
     };
+    let audit = Arc::new(audit::archive::Archive::open(&data_dir, store.clone())?);
     let snapshot = store.load()?;
     tracing::info!(
         tasks = snapshot.tasks.len(),
@@ -164,8 +169,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     // Leftover scripts are stopped now; containers are recovered in the background
     // (requests that need the engine are refused until that is done).
     testenvs.recover();
+    if let Some(retain) = cli.retain_audit {
+        audit::retention::spawn(audit.clone(), retain, shutdown.clone());
+    }
     let ctx = Arc::new(ops::Context {
         store,
+        audit,
         engine: engine.clone(),
         bus,
         data_dir: data_dir.clone(),
@@ -238,13 +247,16 @@ fn has_entries(dir: &Path) -> anyhow::Result<bool> {
     }
 }
 
-/// Tightens what an earlier version (or a wider umask) left readable by others: the data
-/// and logs directories become 0700, the daemon's own files 0600, each with a warning.
+/// Tightens what an earlier version (or a wider umask) left readable by others: the data,
+/// logs and audit segment directories become 0700, the daemon's own files (its rotated logs
+/// and audit segments included) 0600, each with a warning.
 fn make_data_private(data_dir: &Path, logs_dir: &Path) -> anyhow::Result<()> {
     let mut paths = vec![data_dir.to_path_buf(), logs_dir.to_path_buf()];
     for name in [STORE_FILE, logging::LOG_FILE, "tokens.json", "instance-id"] {
         paths.push(data_dir.join(name));
     }
+    paths.extend(logging::rotated_files(data_dir));
+    paths.extend(audit::segment::private_paths(data_dir));
     let changed = files::make_private(&paths)
         .with_context(|| format!("cannot make {} private", data_dir.display()))?;
     for path in changed {

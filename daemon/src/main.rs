@@ -1,9 +1,14 @@
-//! The `provisioning-orchestrator` binary: parses flags and runs the daemon.
+//! The `provisioning-orchestrator` binary: parses flags and runs the daemon (or, given a
+//! tool such as `audit verify-segment`, runs that instead).
 
 use clap::Parser;
+use provisioning_orchestrator::config::{AuditTool, Tool};
 
 fn main() -> std::process::ExitCode {
     let cli = provisioning_orchestrator::config::Cli::parse();
+    if let Some(Tool::Audit(AuditTool::VerifySegment { file, sha256 })) = &cli.tool {
+        return provisioning_orchestrator::audit::offline::run(file, sha256.as_deref());
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {

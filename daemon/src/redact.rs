@@ -108,6 +108,8 @@ impl Redact for Response {
             | Response::Removed { .. }
             | Response::Audit { .. }
             | Response::AuditReport(_)
+            | Response::AuditSegments { .. }
+            | Response::AuditCompacted { .. }
             | Response::Plan(_)
             | Response::WorkflowSubmitted(_)
             | Response::Workflows { .. }

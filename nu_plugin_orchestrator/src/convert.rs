@@ -8,7 +8,7 @@
 use chrono::{DateTime, FixedOffset, Utc};
 use nu_protocol::{IntoValue, Record, Span, Value};
 use orch_protocol::{
-    Attempt, AttemptOutcome, AuditEntry, Event, HealthReport, Task, TaskKind, TaskState, TaskStatus,
+    Attempt, AttemptOutcome, Event, HealthReport, Task, TaskKind, TaskState, TaskStatus,
 };
 
 /// A Nushell duration, in nanoseconds (signed, as Nushell's are).
@@ -258,36 +258,6 @@ pub fn event(event: &Event, span: Span) -> Value {
         task: event.task as i64,
         event: event.kind.name(),
         details: serde_json::Value::Object(details),
-    }
-    .into_value(span)
-}
-
-/// One row of `orch audit`.
-#[derive(IntoValue)]
-struct AuditRow {
-    seq: i64,
-    at: DateTime<FixedOffset>,
-    uid: u32,
-    interface: String,
-    action: String,
-    ok: bool,
-    outcome: String,
-    params: serde_json::Value,
-    hash: String,
-}
-
-/// One row of `orch audit`.
-pub fn audit_entry(entry: &AuditEntry, span: Span) -> Value {
-    AuditRow {
-        seq: entry.seq as i64,
-        at: date(entry.at),
-        uid: entry.actor.uid,
-        interface: entry.actor.interface.clone(),
-        action: entry.action.clone(),
-        ok: entry.ok,
-        outcome: entry.outcome.clone(),
-        params: entry.params.clone(),
-        hash: entry.hash.clone(),
     }
     .into_value(span)
 }

@@ -1,6 +1,7 @@
 //! A Nushell plugin whose `orch ...` commands drive the provisioning orchestrator daemon.
 //!
 //! Layout:
+//! - [`audit_values`]: the audit log's entries, segments and check as Nushell values.
 //! - [`commands`]: one file per command (`orch submit`, `orch tasks`, ...), their registry,
 //!   and the modules they share (arguments, the command-by-id shape, the workflow flags).
 //! - [`connection`]: finding the socket, a cached connection for quick commands, fresh
@@ -12,6 +13,7 @@
 //! - [`testenv_values`]: test environments and topologies as Nushell values.
 //! - [`workflow_values`]: workflows, plans and the extensions registry as Nushell values.
 
+pub mod audit_values;
 pub mod commands;
 pub mod connection;
 pub mod convert;

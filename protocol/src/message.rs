@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::audit::{AuditEntry, AuditFilter, AuditReport};
+use crate::audit::{AuditCut, AuditEntry, AuditFilter, AuditReport, AuditSegment};
 use crate::event::Event;
 use crate::extensions::ExtensionsReport;
 use crate::filters::{CleanFilter, TaskFilter};
@@ -111,8 +111,24 @@ pub enum Request {
         #[serde(default)]
         filter: AuditFilter,
     },
-    /// Check the audit log's hash chain. Answered by [`Response::AuditReport`].
+    /// Check the audit log's hash chain, archived segments included. Answered by
+    /// [`Response::AuditReport`].
     AuditVerify,
+    /// The archived segments of the audit log, oldest first. Answered by
+    /// [`Response::AuditSegments`].
+    AuditSegments,
+    /// Archive the oldest audit entries to a segment file, sealed by a checkpoint entry.
+    /// Answered by [`Response::AuditCompacted`].
+    AuditCompact {
+        /// Where to stop: the entries below this sequence number, or before this time.
+        before: AuditCut,
+    },
+    /// The archived segment that holds entry `seq`, as it is on disk (JSON lines), in
+    /// [`Response::Log`] chunks then [`Response::StreamEnd`].
+    AuditExport {
+        /// An entry in the segment.
+        seq: u64,
+    },
     /// Submit a workflow (or plan it, with `check_mode`). Answered by
     /// [`Response::WorkflowSubmitted`] once it is durable (with `wait`, once it has finished).
     WorkflowSubmit {
@@ -240,6 +256,16 @@ pub enum Response {
     },
     /// The audit log check.
     AuditReport(AuditReport),
+    /// The archived segments of the audit log.
+    AuditSegments {
+        /// Oldest first.
+        segments: Vec<AuditSegment>,
+    },
+    /// What `AuditCompact` archived: the new segment, or none when no entry was old enough.
+    AuditCompacted {
+        /// The new segment.
+        segment: Option<AuditSegment>,
+    },
     /// See [`Request::WorkflowSubmit`].
     WorkflowSubmitted(Box<WorkflowSubmitted>),
     /// A workflow's plan.

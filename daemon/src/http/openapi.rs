@@ -4,8 +4,9 @@
 //! in the repository; a test fails when they differ.
 
 use orch_protocol::{
-    AuditEntry, AuditReport, ClusterRequest, EnvRequest, ExtensionsReport, HealthReport,
-    ServersRequest, Task, TaskservRequest, TestEnv, WorkflowPlan, WorkflowSummary, WorkflowView,
+    AuditEntry, AuditReport, AuditSegment, ClusterRequest, EnvRequest, ExtensionsReport,
+    HealthReport, ServersRequest, Task, TaskservRequest, TestEnv, WorkflowPlan, WorkflowSummary,
+    WorkflowView,
 };
 use schemars::generate::SchemaSettings;
 
@@ -101,6 +102,7 @@ pub fn document() -> Value {
     );
     add("AuditEntry", generator.subschema_for::<AuditEntry>());
     add("AuditReport", generator.subschema_for::<AuditReport>());
+    add("AuditSegment", generator.subschema_for::<AuditSegment>());
     add("TokenSummary", generator.subschema_for::<TokenSummary>());
     let mut components: Map<String, Value> = generator.take_definitions(true).into_iter().collect();
     // The named schemas above are references into the definitions; keep the definitions.

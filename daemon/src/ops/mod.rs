@@ -41,6 +41,8 @@ pub use table::{OPERATIONS, for_request, routes};
 pub struct Context {
     /// Committed state, for reads.
     pub store: Arc<dyn Store>,
+    /// The audit log's archived segments: compaction, export, the whole log's check.
+    pub audit: Arc<crate::audit::archive::Archive>,
     /// The engine, for changes.
     pub engine: EngineHandle,
     /// Committed events.

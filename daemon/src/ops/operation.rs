@@ -162,6 +162,8 @@ pub enum RouteId {
     Audit,
     /// `GET /audit/verify`
     AuditVerify,
+    /// `GET /audit/segments`
+    AuditSegments,
     /// `GET /auth/tokens`
     Tokens,
     /// `POST /auth/tokens`

@@ -264,10 +264,23 @@ pub const OPERATIONS: &[Operation] = &[
         &[Route::get(
             RouteId::AuditVerify,
             "/audit/verify",
-            "Check the audit log's hash chain",
+            "Check the audit log's hash chain, archived segments included",
             Answer::Json("AuditReport"),
         )],
     ),
+    op(
+        "audit.segments",
+        Some(K::AuditSegments),
+        Needs(Admin),
+        &[Route::get(
+            RouteId::AuditSegments,
+            "/audit/segments",
+            "The audit log's archived segments, oldest first",
+            Answer::Json("[AuditSegment]"),
+        )],
+    ),
+    op("audit.compact", Some(K::AuditCompact), Needs(Admin), &[]),
+    op("audit.export", Some(K::AuditExport), Needs(Admin), &[]),
     op(
         "tokens.list",
         None,

@@ -63,7 +63,14 @@ pub async fn dispatch(
         Request::Audit { filter } => {
             ops::audit::list(ctx, &filter).map(|entries| Response::Audit { entries })
         }
-        Request::AuditVerify => ops::audit::verify(ctx).map(Response::AuditReport),
+        Request::AuditVerify => ops::audit::verify(ctx).await.map(Response::AuditReport),
+        Request::AuditSegments => {
+            ops::audit::segments(ctx).map(|segments| Response::AuditSegments { segments })
+        }
+        Request::AuditCompact { before } => ops::audit::compact(ctx, actor, before)
+            .await
+            .map(|segment| Response::AuditCompacted { segment }),
+        Request::AuditExport { seq } => return super::streams::audit_export(ctx, conn, seq).await,
         Request::WorkflowSubmit { workflow } => {
             let submitter = Submitter::of_socket_peer(actor.uid);
             // Stops waiting when the client hangs up (the workflow, once created, goes on).

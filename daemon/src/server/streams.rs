@@ -1,4 +1,5 @@
-//! The socket adapter's streams: `watch` (events) and `logs`/`env_logs` (text), item by
+//! The socket adapter's streams: `watch` (events) and `logs`/`env_logs`/`audit_export`
+//! (text), item by
 //! item, then `stream_end`. A stream stops when its client sends anything or hangs up,
 //! and ends (with `stream_end`) when the daemon stops.
 
@@ -69,6 +70,14 @@ pub async fn env_log(
         conn.send(&Response::Log { text }).await?;
     }
     send_log(ctx, conn, follower).await
+}
+
+/// `AuditExport`: an archived audit segment, as it is on disk.
+pub async fn audit_export(ctx: &Context, conn: &mut Connection, seq: u64) -> std::io::Result<()> {
+    match ops::audit::export(ctx, seq) {
+        Ok(follower) => send_log(ctx, conn, follower).await,
+        Err(e) => conn.send_error(e).await,
+    }
 }
 
 /// Sends what `follower` reads as `log` frames, then `stream_end`.

@@ -5,16 +5,15 @@
 //! batches concurrent changes into one transaction; callers act only after their batch is
 //! committed.
 
+pub mod audit;
 pub mod committer;
 pub mod redb;
 
-use orch_protocol::{
-    AuditEntry, AuditFilter, AuditReport, Event, Task, TaskFilter, TaskId, TaskStatus, TestEnv,
-    Workflow, WorkflowId,
-};
+use orch_protocol::{Event, Task, TaskFilter, TaskId, TaskStatus, TestEnv, Workflow, WorkflowId};
 
 use crate::audit::AuditRecord;
 
+pub use audit::AuditLog;
 pub use committer::GroupCommitter;
 pub use redb::RedbStore;
 
@@ -118,9 +117,10 @@ pub struct Snapshot {
     pub last_task_id: u64,
 }
 
-/// A durable home for tasks and events. Implementations must make a batch durable
-/// before `commit` returns, and reads must only see committed data.
-pub trait Store: Send + Sync + 'static {
+/// A durable home for tasks and events (and, through [`AuditLog`], the audit log).
+/// Implementations must make a batch durable before `commit` returns, and reads must only
+/// see committed data.
+pub trait Store: AuditLog + Send + Sync + 'static {
     /// A short name for the backend, such as `redb`.
     fn backend_name(&self) -> &'static str;
 
@@ -157,10 +157,4 @@ pub trait Store: Send + Sync + 'static {
 
     /// How many tasks are in each status.
     fn count_by_status(&self) -> Result<Vec<(TaskStatus, u64)>, StoreError>;
-
-    /// Audit entries matching `filter`, newest first.
-    fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>, StoreError>;
-
-    /// Checks the audit log's hash chain against its head.
-    fn verify_audit(&self) -> Result<AuditReport, StoreError>;
 }

@@ -8,8 +8,8 @@ use orch_protocol::{AuditFilter, Request, Response};
 
 use super::args;
 use crate::OrchestratorPlugin;
+use crate::audit_values::audit_entry;
 use crate::connection::{labeled, unexpected};
-use crate::convert::audit_entry;
 
 /// `orch audit`
 pub struct Audit;
@@ -26,7 +26,7 @@ impl PluginCommand for Audit {
     }
 
     fn extra_description(&self) -> &str {
-        "Entries are hash-chained: `orch audit verify` detects an edited, removed or reordered entry."
+        "Entries are hash-chained: `orch audit verify` detects an edited, removed or reordered entry. Only live entries are listed: older ones may be archived to segments (`orch audit segments`, `orch audit export`)."
     }
 
     fn signature(&self) -> Signature {

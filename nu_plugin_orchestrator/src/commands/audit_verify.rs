@@ -1,10 +1,11 @@
-//! `orch audit verify`: check the audit log's hash chain.
+//! `orch audit verify`: check the audit log's hash chain, archived segments included.
 
 use nu_plugin::{EngineInterface, EvaluatedCall, SimplePluginCommand};
-use nu_protocol::{Category, Example, LabeledError, Signature, Type, Value, record};
+use nu_protocol::{Category, Example, LabeledError, Signature, Type, Value};
 use orch_protocol::{Request, Response};
 
 use crate::OrchestratorPlugin;
+use crate::audit_values::report;
 use crate::connection::{labeled, unexpected};
 
 /// `orch audit verify`
@@ -18,7 +19,11 @@ impl SimplePluginCommand for AuditVerify {
     }
 
     fn description(&self) -> &str {
-        "Check the audit log: every entry intact, none removed, none out of order."
+        "Check the audit log: every entry intact, none removed, none out of order, archived segments included."
+    }
+
+    fn extra_description(&self) -> &str {
+        "Each archived segment file is read and checked against the checkpoint entry that sealed it (its entries' chain, its SHA-256 and size), then the live entries up to the last one written: `entries` counts the live ones, `archived` those in segments, and `segments` lists them."
     }
 
     fn signature(&self) -> Signature {
@@ -28,11 +33,18 @@ impl SimplePluginCommand for AuditVerify {
     }
 
     fn examples(&self) -> Vec<Example<'_>> {
-        vec![Example {
-            example: "if not (orch audit verify).intact { error make {msg: 'audit log tampered with'} }",
-            description: "Fail a script when the audit log was tampered with",
-            result: None,
-        }]
+        vec![
+            Example {
+                example: "if not (orch audit verify).intact { error make {msg: 'audit log tampered with'} }",
+                description: "Fail a script when the audit log was tampered with",
+                result: None,
+            },
+            Example {
+                example: "orch audit verify | get segments | select first last file",
+                description: "What was archived, and where",
+                result: None,
+            },
+        ]
     }
 
     fn run(
@@ -42,22 +54,11 @@ impl SimplePluginCommand for AuditVerify {
         call: &EvaluatedCall,
         _input: &Value,
     ) -> Result<Value, LabeledError> {
-        let head = call.head;
-        let report = match plugin.call(engine, &Request::AuditVerify) {
-            Ok(Response::AuditReport(report)) => report,
-            Ok(other) => return Err(unexpected(other, head)),
-            Err(e) => return Err(labeled(e, head, &[])),
-        };
-        let opt = |v: Option<Value>| v.unwrap_or(Value::nothing(head));
-        Ok(Value::record(
-            record! {
-                "intact" => Value::bool(report.intact, head),
-                "entries" => Value::int(report.entries as i64, head),
-                "bad_seq" => opt(report.bad_seq.map(|s| Value::int(s as i64, head))),
-                "problem" => opt(report.problem.map(|p| Value::string(p, head))),
-            },
-            head,
-        ))
+        match plugin.call(engine, &Request::AuditVerify) {
+            Ok(Response::AuditReport(checked)) => Ok(report(checked, call.head)),
+            Ok(other) => Err(unexpected(other, call.head)),
+            Err(e) => Err(labeled(e, call.head, &[])),
+        }
     }
 }
 

@@ -6,6 +6,9 @@
 
 mod args;
 mod audit;
+mod audit_compact;
+mod audit_export;
+mod audit_segments;
 mod audit_verify;
 mod batch_file;
 mod by_id;
@@ -60,6 +63,9 @@ pub fn all() -> Vec<Box<dyn PluginCommand<Plugin = OrchestratorPlugin>>> {
         Box::new(clean::Clean),
         Box::new(audit::Audit),
         Box::new(audit_verify::AuditVerify),
+        Box::new(audit_segments::AuditSegments),
+        Box::new(audit_compact::AuditCompact),
+        Box::new(audit_export::AuditExport),
         Box::new(group::DAEMON),
         Box::new(daemon_start::DaemonStart),
         Box::new(daemon_stop::DaemonStop),

@@ -54,6 +54,7 @@ pub fn bind(id: RouteId, method: Method) -> MethodRouter<Arc<Context>> {
         RouteId::Clusters => on(method, system::clusters),
         RouteId::Audit => on(method, system::audit),
         RouteId::AuditVerify => on(method, system::audit_verify),
+        RouteId::AuditSegments => on(method, system::audit_segments),
         RouteId::Tasks => on(method, tasks::tasks),
         RouteId::Task => on(method, tasks::task),
         RouteId::Events => on(method, events::events),

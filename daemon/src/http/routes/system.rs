@@ -73,5 +73,10 @@ pub async fn audit(State(ctx): Ctx, query: Result<Query<AuditQuery>, QueryReject
 
 /// `GET /audit/verify`
 pub async fn audit_verify(State(ctx): Ctx) -> Answer {
-    Ok(Json(ops::audit::verify(&ctx)?).into_response())
+    Ok(Json(ops::audit::verify(&ctx).await?).into_response())
+}
+
+/// `GET /audit/segments`
+pub async fn audit_segments(State(ctx): Ctx) -> Answer {
+    Ok(Json(ops::audit::segments(&ctx)?).into_response())
 }

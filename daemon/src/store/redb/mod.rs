@@ -14,38 +14,33 @@
 //! - `meta`: the highest task (or workflow, or test environment) id ever assigned.
 //!
 //! Opening (creation, the integrity check, redb's panics) is in `open`; how a batch
-//! becomes one transaction is in `write`; the reads are here.
+//! becomes one transaction is in `write`; the audit log's tables, reads and appends are in
+//! `audit`; the other reads are here.
 
+mod audit;
 mod open;
 mod write;
 
-use orch_protocol::{
-    AuditEntry, AuditFilter, AuditReport, Event, Task, TaskFilter, TaskId, TaskStatus, TestEnv,
-    Workflow, WorkflowId,
-};
+use orch_protocol::{Event, Task, TaskFilter, TaskId, TaskStatus, TestEnv, Workflow, WorkflowId};
 
 use ::redb::{
     Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
 };
 
 use super::{Snapshot, Store, StoreError, WriteBatch};
+use audit::{AUDIT, AUDIT_HEAD};
 
 const TASKS: TableDefinition<u64, &[u8]> = TableDefinition::new("tasks");
 const BY_STATUS: TableDefinition<(u8, u64), ()> = TableDefinition::new("tasks_by_status");
 const QUEUE: TableDefinition<(i64, u64), ()> = TableDefinition::new("queue");
 const COUNTS: TableDefinition<u8, u64> = TableDefinition::new("status_counts");
 const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
-const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit");
-const AUDIT_HEAD: TableDefinition<u8, &[u8]> = TableDefinition::new("audit_head");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const WORKFLOWS: TableDefinition<u64, &[u8]> = TableDefinition::new("workflows");
 const TEST_ENVS: TableDefinition<u64, &[u8]> = TableDefinition::new("test_envs");
 
 /// The highest task id ever assigned (ids are never reused, even after `orch clean`).
 const LAST_TASK_ID: &str = "last_task_id";
-
-/// The single key of `audit_head`.
-const HEAD: u8 = 0;
 
 /// A [`Store`] in a redb database file.
 pub struct RedbStore {
@@ -68,50 +63,6 @@ fn decode<T: serde::de::DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T,
 }
 
 impl Store for RedbStore {
-    fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>, StoreError> {
-        let txn = self.db.begin_read().map_err(backend)?;
-        let table = txn.open_table(AUDIT).map_err(backend)?;
-        let limit = filter.limit.unwrap_or(usize::MAX);
-        let mut out = Vec::new();
-        for entry in table.iter().map_err(backend)?.rev() {
-            if out.len() >= limit {
-                break;
-            }
-            let (seq, body) = entry.map_err(backend)?;
-            let entry: AuditEntry = decode(&format!("audit entry {}", seq.value()), body.value())?;
-            if filter.action.as_ref().is_none_or(|a| *a == entry.action) {
-                out.push(entry);
-            }
-        }
-        Ok(out)
-    }
-
-    fn verify_audit(&self) -> Result<AuditReport, StoreError> {
-        let txn = self.db.begin_read().map_err(backend)?;
-        let table = txn.open_table(AUDIT).map_err(backend)?;
-        let head = txn.open_table(AUDIT_HEAD).map_err(backend)?;
-        let head = match head.get(HEAD).map_err(backend)? {
-            Some(h) => Some(decode::<(u64, String)>("audit head", h.value())?),
-            None => None,
-        };
-        let mut entries = Vec::new();
-        for entry in table.iter().map_err(backend)? {
-            let (seq, body) = entry.map_err(backend)?;
-            match serde_json::from_slice::<AuditEntry>(body.value()) {
-                Ok(entry) => entries.push((seq.value(), entry)),
-                Err(e) => {
-                    return Ok(AuditReport {
-                        entries: entries.len() as u64,
-                        intact: false,
-                        bad_seq: Some(seq.value()),
-                        problem: Some(format!("entry {} cannot be read: {e}", seq.value())),
-                    });
-                }
-            }
-        }
-        Ok(crate::audit::verify(entries.into_iter(), head))
-    }
-
     fn backend_name(&self) -> &'static str {
         "redb"
     }

@@ -6,10 +6,8 @@ use ::redb::{ReadableTable, WriteTransaction};
 use orch_protocol::TaskStatus;
 
 use super::{
-    AUDIT, AUDIT_HEAD, BY_STATUS, COUNTS, EVENTS, HEAD, LAST_TASK_ID, META, QUEUE, TASKS,
-    TEST_ENVS, WORKFLOWS, queue_key,
+    BY_STATUS, COUNTS, EVENTS, LAST_TASK_ID, META, QUEUE, TASKS, TEST_ENVS, WORKFLOWS, queue_key,
 };
-use crate::audit::AuditRecord;
 use crate::store::WriteBatch;
 
 /// Writes `batch` in `txn` (the caller commits).
@@ -79,29 +77,7 @@ pub(super) fn apply(txn: &WriteTransaction, batch: &WriteBatch) -> Result<(), re
         counts.insert(status.code(), n.saturating_sub(1))?;
     }
     if !batch.audit.is_empty() {
-        append_audit(txn, &batch.audit)?;
+        super::audit::append(txn, &batch.audit)?;
     }
-    Ok(())
-}
-
-/// Seals the records onto the end of the audit chain.
-fn append_audit(txn: &WriteTransaction, records: &[AuditRecord]) -> Result<(), redb::Error> {
-    let mut audit = txn.open_table(AUDIT)?;
-    let mut head_table = txn.open_table(AUDIT_HEAD)?;
-    let (mut seq, mut hash) = match head_table.get(HEAD)? {
-        Some(head) => serde_json::from_slice::<(u64, String)>(head.value())
-            .map_err(|e| redb::Error::Corrupted(format!("audit head: {e}")))?,
-        None => (0, crate::audit::GENESIS.to_string()),
-    };
-    let now = chrono::Utc::now();
-    for record in records {
-        seq += 1;
-        let entry = crate::audit::seal(record.clone(), seq, now, &hash);
-        let body = serde_json::to_vec(&entry).expect("audit entries serialize");
-        audit.insert(seq, body.as_slice())?;
-        hash = entry.hash;
-    }
-    let head = serde_json::to_vec(&(seq, &hash)).expect("the head serializes");
-    head_table.insert(HEAD, head.as_slice())?;
     Ok(())
 }

@@ -204,3 +204,20 @@ fn clean_removes_finished_tasks_but_keeps_what_kept_tasks_need() {
         "{err}"
     );
 }
+
+#[test]
+fn submit_with_wait_returns_the_tasks_once_they_are_final() {
+    let daemon = Daemon::start(&[]);
+    let nu = daemon.nu();
+    let one = nu.json("orch submit --wait [sh -c 'sleep 0.2; exit 3'] | select status exit_code");
+    assert_eq!(one, serde_json::json!({"status": "failed", "exit_code": 3}));
+    let many = nu.json(
+        "[{command: [true]} {command: [sh -c 'sleep 0.2']}] | orch submit --wait | get status",
+    );
+    assert_eq!(many, serde_json::json!(["succeeded", "succeeded"]));
+    let queued = nu.json("orch submit [sleep 5] | get status");
+    assert_ne!(
+        queued, "succeeded",
+        "without --wait the answer comes at once"
+    );
+}

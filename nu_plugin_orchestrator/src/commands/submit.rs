@@ -117,6 +117,11 @@ A task reports progress by printing a JSON line such as {"progress": 40, "messag
                 "Extra environment variables.",
                 None,
             )
+            .switch(
+                "wait",
+                "Return the tasks once they are final, not once they are queued (Ctrl-C stops waiting; the tasks go on).",
+                Some('w'),
+            )
             .category(Category::Custom("orchestrator".into()))
     }
 
@@ -135,6 +140,11 @@ A task reports progress by printing a JSON line such as {"progress": 40, "messag
             Example {
                 example: "orch submit --nu 'print $\"installing ($params.taskserv)\"' --params {taskserv: postgres} --timeout 10min",
                 description: "Run Nushell code with structured parameters and a timeout",
+                result: None,
+            },
+            Example {
+                example: "orch submit --wait true | get status",
+                description: "Run a program and return once it has finished",
                 result: None,
             },
             Example {
@@ -189,7 +199,15 @@ A task reports progress by printing a JSON line such as {"progress": 40, "messag
         let answer = plugin
             .call(engine, &Request::Submit { tasks: specs })
             .map_err(|e| labeled(e, call.head, &spans))?;
-        let tasks = expect_tasks(answer, call.head)?;
+        let mut tasks = expect_tasks(answer, call.head)?;
+        if call.has_flag("wait")? {
+            // The same connection: the wait is one more round trip, not a new command.
+            let ids = tasks.iter().map(|t| t.id).collect();
+            let answer = plugin
+                .call(engine, &Request::Wait { ids })
+                .map_err(|e| labeled(e, call.head, &[]))?;
+            tasks = expect_tasks(answer, call.head)?;
+        }
         let rows: Vec<Value> = tasks.iter().map(|t| task_row(t, call.head)).collect();
         let value = if batch {
             Value::list(rows, call.head)

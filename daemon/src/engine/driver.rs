@@ -113,17 +113,21 @@ impl Engine {
             if self.state.is_stopped() {
                 break;
             }
+            // Reports first: what the runner already did (an exit, a failed start) is
+            // handled before any request that arrived meanwhile, so a turn sees the
+            // attempts as they are.
             let first = tokio::select! {
-                Some(input) = inbox.recv() => input,
+                biased;
                 Some(report) = reports.recv() => Input::Report(report),
+                Some(input) = inbox.recv() => input,
                 else => break,
             };
             self.feed(first);
             loop {
-                let next = match inbox.try_recv() {
-                    Ok(input) => input,
-                    Err(_) => match reports.try_recv() {
-                        Ok(report) => Input::Report(report),
+                let next = match reports.try_recv() {
+                    Ok(report) => Input::Report(report),
+                    Err(_) => match inbox.try_recv() {
+                        Ok(input) => input,
                         Err(_) => break,
                     },
                 };

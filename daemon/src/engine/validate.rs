@@ -122,14 +122,14 @@ fn exec_limits(spec: &TaskSpec) -> Result<(), (&'static str, String)> {
     }
     if let Some(long) = args
         .iter()
-        .find(|a| a.len() + crate::runner::PRELUDE.len() > MAX_EXEC_STRING)
+        .find(|a| a.len() + crate::nu_command::PRELUDE.len() > MAX_EXEC_STRING)
     {
         return Err((
             field,
             format!(
                 "an argument is {} bytes; one argument may hold at most {} (use a script file, or pass data in params)",
                 long.len(),
-                MAX_EXEC_STRING - crate::runner::PRELUDE.len()
+                MAX_EXEC_STRING - crate::nu_command::PRELUDE.len()
             ),
         ));
     }

@@ -3,6 +3,9 @@
 //! Reads need viewer, changes operator, the audit log, tokens and stopping the daemon
 //! admin; `/health` and `/openapi.json` need no token (every socket peer is at least a
 //! viewer, so `health` is open to all of them too).
+//!
+//! (Over 400 lines: one row per operation, each with its route, role and answer, kept in
+//! one place on purpose.)
 
 use super::operation::{Answer, Operation, Route, RouteId};
 use super::request_kind::RequestKind as K;

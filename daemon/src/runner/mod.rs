@@ -14,7 +14,6 @@
 mod log;
 mod params;
 
-pub use crate::nu_command::PRELUDE;
 pub use log::{DEFAULT_MAX_LOG_BYTES, log_path};
 
 use std::path::{Path, PathBuf};
@@ -254,16 +253,24 @@ impl Runner {
             .config
             .params_dir()
             .join(format!("{}-{}.json", launch.id, launch.attempt));
-        let (mut process, params_file) = NuCommand::new(
+        let mut command = NuCommand::new(
             &self.config.nu_binary,
             program,
             owner,
             &self.config.data_dir,
         )
-        .cwd(spec.cwd.as_deref().unwrap_or(&self.config.data_dir))
-        .envs(&spec.env)
-        .build(&spec.params, &params_file)
-        .map_err(|e| StartError::of(&params_file.display().to_string(), &e))?;
+        .cwd(spec.cwd.as_deref().unwrap_or(&self.config.data_dir));
+        // A workflow step's provider drives the engine the daemon finds now (when the
+        // daemon was given none), decided at each launch rather than kept in the record.
+        if spec.workflow.is_some()
+            && let Some(host) = crate::testenv::engine::usual_socket()
+        {
+            command = command.env("DOCKER_HOST", host);
+        }
+        let (mut process, params_file) = command
+            .envs(&spec.env)
+            .build(&spec.params, &params_file)
+            .map_err(|e| StartError::of(&params_file.display().to_string(), &e))?;
         process
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

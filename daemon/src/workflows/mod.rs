@@ -70,6 +70,19 @@ pub struct DraftStep {
     pub fill_workflow_id: bool,
 }
 
+/// A stored step is a node of its workflow's graph, as its draft was.
+impl graph::Node for orch_protocol::WorkflowStep {
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn hard(&self) -> &[String] {
+        &self.dependencies
+    }
+    fn soft(&self) -> &[String] {
+        &self.soft_dependencies
+    }
+}
+
 impl graph::Node for DraftStep {
     fn id(&self) -> &str {
         &self.id

@@ -13,8 +13,8 @@ use orch_protocol::{
 
 use super::{EngineState, Outcome, Reply, conflict};
 use crate::engine::validate::validate;
+use crate::workflows::Draft;
 use crate::workflows::views::{no_such_workflow, workflow_summary};
-use crate::workflows::{Draft, graph};
 
 impl EngineState {
     /// Creates a checked workflow and its step tasks in one batch; returns the outcome
@@ -214,16 +214,4 @@ fn step_spec(
         ctx.insert("workflow".into(), workflow.into());
     }
     spec
-}
-
-impl graph::Node for WorkflowStep {
-    fn id(&self) -> &str {
-        &self.id
-    }
-    fn hard(&self) -> &[String] {
-        &self.dependencies
-    }
-    fn soft(&self) -> &[String] {
-        &self.soft_dependencies
-    }
 }

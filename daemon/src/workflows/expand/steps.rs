@@ -39,10 +39,6 @@ pub fn nu_step(code: String, mut ctx: Value, infra: &Infra, sources: &Sources) -
         "PROVISIONING_MODULES".into(),
         sources.registry.modules_dir.display().to_string(),
     );
-    // The local provider drives the engine the daemon found (when it was given none).
-    if let Some(host) = crate::testenv::engine::usual_socket() {
-        spec.env.insert("DOCKER_HOST".into(), host);
-    }
     spec
 }
 

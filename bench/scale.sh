@@ -5,7 +5,9 @@
 # started again. Printed per N:
 #   - enqueue rate (tasks/s, nu → socket → one durable commit per list);
 #   - RSS after the enqueue, and its peak while enqueueing (VmHWM);
-#   - restart time: from the kill -9 to the first answer of GET /health (polled every 5 ms);
+#   - restart time: from the kill -9 to the first answer of GET /health (polled every 5 ms),
+#     and the CPU time the new daemon used until then (user + system, 10 ms ticks: the
+#     figure to trust on a loaded machine);
 #   - RSS 2 s after the restart, and its peak during the restart;
 #   - latency of GET /tasks?limit=10 (what `orch tasks --limit 10` asks) and GET /health
 #     (`orch health`), median of 20, over loopback HTTP with curl (nu's own start-up is
@@ -15,6 +17,8 @@
 # what is measured (each start reads one record).
 #
 #   bench/scale.sh [N...]        (release build; the figures go into docs/benchmarks.md)
+#   PROFILE=debug bench/scale.sh  uses the debug binaries already built instead
+#   PLUGIN_PROFILE=debug ...      the debug plugin (with a release daemon built beforehand)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SIZES=("$@")
@@ -27,11 +31,15 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-cargo build --release -p provisioning-orchestrator -p nu_plugin_orchestrator --bins \
-  --manifest-path "$ROOT/Cargo.toml" >&2
-BIN="$ROOT/target/release"
+PROFILE=${PROFILE:-release}
+if [[ $PROFILE == release && -z ${PLUGIN_PROFILE:-} ]]; then
+  cargo build --release -p provisioning-orchestrator -p nu_plugin_orchestrator --bins \
+    --manifest-path "$ROOT/Cargo.toml" >&2
+fi
+BIN="$ROOT/target/$PROFILE"
+PLUGIN_BIN="$ROOT/target/${PLUGIN_PROFILE:-$PROFILE}"
 PLUGIN_CONFIG="$WORK/plugins.msgpackz"
-nu -n -c "plugin add --plugin-config '$PLUGIN_CONFIG' '$BIN/nu_plugin_orchestrator'"
+nu -n -c "plugin add --plugin-config '$PLUGIN_CONFIG' '$PLUGIN_BIN/nu_plugin_orchestrator'"
 
 orch_nu() { # runs nu code with the plugin, against this run's daemon
   PROVISIONING_ORCHESTRATOR_SOCKET="$DIR/orch.sock" nu -n --plugin-config "$PLUGIN_CONFIG" \
@@ -48,6 +56,7 @@ wait_health() { # waits until GET /health answers
 kib() { awk -v k="$2" '$1 == k":" {print $2}' "/proc/$1/status"; }
 mib() { awk -v k="$1" 'BEGIN {printf "%.0f", k / 1024}'; }
 now_ms() { date +%s%3N; }
+cpu_ms() { awk '{print ($14 + $15) * 10}' "/proc/$1/stat"; }
 median_ms() { # median of 20 curl total times of GET $1 (with the viewer token)
   for _ in $(seq 20); do
     curl -s -o /dev/null -w '%{time_total}\n' -H "Authorization: Bearer $TOKEN" \
@@ -55,7 +64,7 @@ median_ms() { # median of 20 curl total times of GET $1 (with the viewer token)
   done | sort -n | awk '{a[NR] = $1} END {printf "%.1f", a[int((NR + 1) / 2)] * 1000}'
 }
 
-echo "| tasks queued | enqueue (tasks/s) | RSS after enqueue (peak) | restart (kill -9 → answer) | RSS after restart (peak) | GET /tasks?limit=10 | GET /health | store |"
+echo "| tasks queued | enqueue (tasks/s) | RSS after enqueue (peak) | restart (kill -9 → answer; its CPU) | RSS after restart (peak) | GET /tasks?limit=10 | GET /health | store |"
 echo "|---|---|---|---|---|---|---|---|"
 for N in "${SIZES[@]}"; do
   DIR="$WORK/n$N"
@@ -77,13 +86,14 @@ for N in "${SIZES[@]}"; do
   start_daemon
   wait_health
   K1=$(now_ms)
+  CPU=$(cpu_ms "$ORCH_PID")
   sleep 2
   RSS2=$(mib "$(kib "$ORCH_PID" VmRSS)")
   PEAK2=$(mib "$(kib "$ORCH_PID" VmHWM)")
   LIST_MS=$(median_ms "/tasks?limit=10")
   HEALTH_MS=$(median_ms "/health")
   STORE=$(du -m "$DIR/data/orchestrator.redb" | cut -f1)
-  echo "| $N | $RATE | $RSS MiB ($PEAK MiB) | $((K1 - K0)) ms | $RSS2 MiB ($PEAK2 MiB) | $LIST_MS ms | $HEALTH_MS ms | $STORE MiB |"
+  echo "| $N | $RATE | $RSS MiB ($PEAK MiB) | $((K1 - K0)) ms ($CPU ms) | $RSS2 MiB ($PEAK2 MiB) | $LIST_MS ms | $HEALTH_MS ms | $STORE MiB |"
   kill "$ORCH_PID" 2>/dev/null || true
   wait "$ORCH_PID" 2>/dev/null || true
   ORCH_PID=

@@ -34,8 +34,7 @@ pub(super) fn upgrade(db: &Database) -> Result<Result<Upgrade, String>, StoreErr
     let txn = db.begin_write().map_err(backend)?;
     let found = {
         let meta = txn.open_table(META).map_err(backend)?;
-        let layout = meta.get(LAYOUT).map_err(backend)?.map(|v| v.value());
-        layout
+        meta.get(LAYOUT).map_err(backend)?.map(|v| v.value())
     };
     let from = match found {
         Some(CURRENT) => return Ok(Ok(Upgrade::Current)),

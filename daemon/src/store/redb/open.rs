@@ -62,7 +62,10 @@ impl QuickRepair {
     /// Whether the next commit should use quick repair.
     pub(super) fn wanted(&self) -> bool {
         if !self.on.load(Ordering::Relaxed)
-            && self.commits.fetch_add(1, Ordering::Relaxed) % SIZE_CHECK_EVERY == 0
+            && self
+                .commits
+                .fetch_add(1, Ordering::Relaxed)
+                .is_multiple_of(SIZE_CHECK_EVERY)
         {
             self.look();
         }

@@ -144,6 +144,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     .context("preparing the directory of task parameters")?;
     let parts = EngineParts {
         committer,
+        store: store.clone(),
         bus: bus.clone(),
         runner,
         parallel_limit: cli.parallel as usize,

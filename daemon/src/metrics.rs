@@ -158,18 +158,16 @@ impl Collector for State {
             None,
             MetricType::Gauge,
         )?)?;
-        let mut workflows = std::collections::BTreeMap::new();
-        for workflow in self.store.workflows(usize::MAX).unwrap_or_default() {
-            *workflows
-                .entry(workflow.state.status().as_str())
-                .or_insert(0) += 1;
-        }
+        let workflows = self.store.count_workflows_by_status().unwrap_or_default();
         let help = "Workflows by status.";
         by_status(
             &mut encoder,
             "orchestrator_workflows",
             help,
-            workflows.into_iter(),
+            workflows
+                .iter()
+                .filter(|(_, n)| *n > 0)
+                .map(|(s, n)| (s.as_str(), *n)),
         )?;
         let mut envs = std::collections::BTreeMap::new();
         for env in self.testenvs.list() {

@@ -18,6 +18,10 @@ pub struct TaskFilter {
     /// At most this many, newest first.
     #[serde(default)]
     pub limit: Option<usize>,
+    /// A cursor: only tasks with a smaller id (the next page starts below the last id of
+    /// the previous one).
+    #[serde(default)]
+    pub before: Option<u64>,
 }
 
 /// Which finished tasks `Clean` removes.

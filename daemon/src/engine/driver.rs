@@ -8,6 +8,7 @@
 //! [`Report`]s, which arrive on their own channel, into inputs.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use chrono::Utc;
 use orch_protocol::{Event, TaskId};
@@ -15,16 +16,19 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::effects::{Answer, Effects, Step, Timer};
+use super::records::StoreRecords;
 use super::state::{EngineState, interrupted_attempts};
 use super::{EngineHandle, Input};
 use crate::events::EventBus;
 use crate::runner::{Launch, Report, ReportKind, Runner};
-use crate::store::{GroupCommitter, Snapshot, StoreError};
+use crate::store::{GroupCommitter, Snapshot, Store, StoreError};
 
 /// What the engine needs from the rest of the daemon.
 pub struct EngineParts {
     /// The store's group committer.
     pub committer: GroupCommitter,
+    /// The store, for the committed records of tasks the engine does not hold.
+    pub store: Arc<dyn Store>,
     /// Where committed events go.
     pub bus: EventBus,
     /// Starts processes.
@@ -64,6 +68,7 @@ struct Work {
     removed_logs: Vec<TaskId>,
     progress_written: bool,
     stopped: Vec<tokio::sync::oneshot::Sender<()>>,
+    settled: Option<u64>,
 }
 
 impl Engine {
@@ -77,7 +82,22 @@ impl Engine {
         let (sender, inbox) = mpsc::unbounded_channel();
         let (reporter, reports) = mpsc::unbounded_channel();
         crate::orphans::kill_leftovers(parts.runner.data_dir(), &interrupted_attempts(&snapshot));
-        let (state, recovery) = EngineState::recover(snapshot, parts.parallel_limit, Utc::now());
+        let records = StoreRecords {
+            store: parts.store,
+            fatal: parts.fatal.clone(),
+        };
+        let (state, recovery) = EngineState::recover(
+            snapshot,
+            Box::new(records),
+            parts.parallel_limit,
+            Utc::now(),
+        );
+        let (held, queued) = state.held();
+        tracing::info!(
+            held,
+            queued,
+            "engine rebuilt: tasks held in full, queued by priority"
+        );
         let executor = Executor {
             bus: parts.bus,
             runner: parts.runner.with_reports(reporter),
@@ -190,6 +210,7 @@ impl Engine {
             removed_logs: effects.removed_logs,
             progress_written: effects.progress_written,
             stopped: effects.stopped,
+            settled: effects.settled,
         }
     }
 }
@@ -217,6 +238,9 @@ impl Executor {
                 }
                 for id in work.removed_logs {
                     self.runner.remove_log(id);
+                }
+                if let Some(step) = work.settled {
+                    let _ = self.mailbox.send(Input::Committed { step });
                 }
             }
         }

@@ -45,6 +45,10 @@ pub struct Effects {
     pub progress_written: bool,
     /// Shutdown requests to answer: nothing runs any more.
     pub stopped: Vec<oneshot::Sender<()>>,
+    /// The step's number when it changed tasks: once it is durable the state machine is
+    /// told ([`Input::Committed`](super::Input::Committed)), so that it may let go of
+    /// them.
+    pub settled: Option<u64>,
 }
 
 impl Effects {
@@ -56,6 +60,7 @@ impl Effects {
             && self.removed_logs.is_empty()
             && !self.progress_written
             && self.stopped.is_empty()
+            && self.settled.is_none()
     }
 }
 

@@ -17,6 +17,7 @@
 
 mod driver;
 mod effects;
+mod records;
 mod state;
 mod validate;
 
@@ -139,6 +140,11 @@ pub(crate) enum Input {
     },
     /// The batch carrying the latest progress values is durable: the next ones may go.
     ProgressCommitted,
+    /// Every step up to this one is durable: the tasks they changed may leave memory.
+    Committed {
+        /// The step's number.
+        step: u64,
+    },
 }
 
 /// A cheap handle for sending commands to the engine.

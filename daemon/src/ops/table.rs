@@ -63,7 +63,7 @@ pub const OPERATIONS: &[Operation] = &[
         &[Route::get(
             RouteId::Tasks,
             "/tasks",
-            "Tasks, newest first (query: status=a,b label limit)",
+            "Tasks, newest first (query: status=a,b label limit before; before=ID pages on below the last id of a page)",
             Answer::Json("[Task]"),
         )],
     ),

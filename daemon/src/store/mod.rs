@@ -100,17 +100,20 @@ impl WriteBatch {
     }
 }
 
-/// Everything the engine needs at start-up.
+/// Everything the engine needs at start-up: live work only. Finished tasks outside
+/// workflows and queued ones stay in the store (the queued ones are named in `queue`).
 #[derive(Debug, Default)]
 pub struct Snapshot {
-    /// Every task, by id.
+    /// The records the engine holds in full, by id: every task of a workflow, and every
+    /// other unfinished task that is not simply queued (blocked, running, waiting for a
+    /// retry).
     pub tasks: Vec<Task>,
     /// Every workflow, by id.
     pub workflows: Vec<Workflow>,
     /// Every test environment, by id.
     pub test_envs: Vec<TestEnv>,
-    /// Ids of queued tasks in queue order (priority, then submission order).
-    pub queue: Vec<TaskId>,
+    /// Queued tasks in queue order (priority, then submission order): id and priority.
+    pub queue: Vec<(TaskId, i32)>,
     /// The sequence number of the last logged event (0 when none).
     pub last_event_seq: u64,
     /// The highest task id ever assigned (0 when none), removed tasks included.
@@ -139,8 +142,14 @@ pub trait Store: AuditLog + Send + Sync + 'static {
     /// The newest `limit` workflows, newest first.
     fn workflows(&self, limit: usize) -> Result<Vec<Workflow>, StoreError>;
 
-    /// Tasks matching `filter`, newest first.
+    /// Tasks matching `filter`, newest first (below its cursor, at most its limit), read
+    /// through the indexes: the cost follows the result, not the store.
     fn list(&self, filter: &TaskFilter) -> Result<Vec<Task>, StoreError>;
+
+    /// Calls `each` with every task in `status`, oldest first (the records are read one at a
+    /// time, never all held at once).
+    fn scan_status(&self, status: TaskStatus, each: &mut dyn FnMut(Task))
+    -> Result<(), StoreError>;
 
     /// The status of every task whose id is in `ids` (from the status index, without
     /// reading the records); removed tasks are absent.
@@ -157,4 +166,7 @@ pub trait Store: AuditLog + Send + Sync + 'static {
 
     /// How many tasks are in each status.
     fn count_by_status(&self) -> Result<Vec<(TaskStatus, u64)>, StoreError>;
+
+    /// How many workflows are in each status (by the status's name; absent when none).
+    fn count_workflows_by_status(&self) -> Result<Vec<(String, u64)>, StoreError>;
 }

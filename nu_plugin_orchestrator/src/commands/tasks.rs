@@ -1,15 +1,21 @@
-//! `orch tasks`: list tasks, newest first.
+//! `orch tasks`: list tasks, newest first, fetched a page at a time (each page starts
+//! below the last id of the one before) and streamed as rows: the first rows come at once
+//! however many tasks match, and neither side holds the whole list.
 
 use nu_plugin::{EngineInterface, EvaluatedCall, PluginCommand};
 use nu_protocol::{
-    Category, Example, LabeledError, ListStream, PipelineData, Signature, SyntaxShape, Type,
+    Category, Example, LabeledError, ListStream, PipelineData, Signals, Signature, Span,
+    SyntaxShape, Type, Value,
 };
-use orch_protocol::{Request, TaskFilter};
+use orch_protocol::{Client, ClientError, Request, Task, TaskFilter};
 
 use super::args;
 use crate::OrchestratorPlugin;
-use crate::connection::{expect_tasks, labeled};
+use crate::connection::{expect_tasks, labeled, whole};
 use crate::convert::task_row;
+
+/// How many tasks one page asks for.
+const PAGE: usize = 1000;
 
 /// `orch tasks`
 pub struct Tasks;
@@ -36,6 +42,12 @@ impl PluginCommand for Tasks {
             )
             .named("label", SyntaxShape::String, "Only tasks with this label.", Some('l'))
             .named("limit", SyntaxShape::Int, "At most this many tasks.", Some('n'))
+            .named(
+                "before",
+                SyntaxShape::Int,
+                "Only tasks with a smaller id (a cursor: the last id of a page).",
+                None,
+            )
             .category(Category::Custom("orchestrator".into()))
     }
 
@@ -66,21 +78,97 @@ impl PluginCommand for Tasks {
         call: &EvaluatedCall,
         _input: PipelineData,
     ) -> Result<PipelineData, LabeledError> {
+        let before: Option<i64> = call.get_flag("before")?;
+        let before = before
+            .map(|b| u64::try_from(b).map_err(|_| negative_cursor(call)))
+            .transpose()?;
         let filter = TaskFilter {
             status: args::statuses(call.get_flag_value("status"))?,
             label: call.get_flag("label")?,
-            limit: args::limit_flag(call)?,
+            limit: None,
+            before,
         };
-        let answer = plugin
-            .call(engine, &Request::List { filter })
-            .map_err(|e| labeled(e, call.head, &[]))?;
-        let tasks = expect_tasks(answer, call.head)?;
         let head = call.head;
-        let rows = tasks.into_iter().map(move |t| task_row(&t, head));
+        let client = plugin.connect(engine).map_err(|e| labeled(e, head, &[]))?;
+        let mut pages = Pages {
+            client,
+            filter,
+            left: args::limit_flag(call)?.unwrap_or(usize::MAX),
+            page: Vec::new().into_iter(),
+            last: false,
+            signals: engine.signals().clone(),
+            head,
+        };
+        pages.fetch().map_err(|e| labeled(e, head, &[]))?;
+        let signals = engine.signals().clone();
         Ok(PipelineData::list_stream(
-            ListStream::new(rows, head, engine.signals().clone()),
+            ListStream::new(pages, head, signals),
             None,
         ))
+    }
+}
+
+fn negative_cursor(call: &EvaluatedCall) -> LabeledError {
+    LabeledError::new("invalid cursor").with_label(
+        "`--before` must not be negative",
+        call.get_flag_span("before").unwrap_or(call.head),
+    )
+}
+
+/// The rows of `orch tasks`, a page at a time over the command's own connection.
+struct Pages {
+    client: Client,
+    filter: TaskFilter,
+    /// How many rows the limit still allows.
+    left: usize,
+    page: std::vec::IntoIter<Task>,
+    /// The page held is the last one.
+    last: bool,
+    signals: Signals,
+    head: Span,
+}
+
+impl Pages {
+    /// Asks for the next page (below the last id seen).
+    fn fetch(&mut self) -> Result<(), ClientError> {
+        let size = self.left.min(PAGE);
+        self.filter.limit = Some(size);
+        let request = Request::List {
+            filter: self.filter.clone(),
+        };
+        let signals = self.signals.clone();
+        let interrupted = move || signals.interrupted();
+        let answer = self.client.call_interruptible(&request, &interrupted)?;
+        let answer = whole(&mut self.client, answer, &interrupted)?;
+        let tasks =
+            expect_tasks(answer, self.head).map_err(|e| ClientError::Unexpected(e.to_string()))?;
+        self.last = tasks.len() < size;
+        self.left -= tasks.len();
+        if let Some(oldest) = tasks.last() {
+            self.filter.before = Some(oldest.id);
+        }
+        self.page = tasks.into_iter();
+        Ok(())
+    }
+}
+
+impl Iterator for Pages {
+    type Item = Value;
+
+    fn next(&mut self) -> Option<Value> {
+        loop {
+            if let Some(task) = self.page.next() {
+                return Some(task_row(&task, self.head));
+            }
+            if self.last || self.left == 0 {
+                return None;
+            }
+            if let Err(e) = self.fetch() {
+                self.last = true;
+                let error = labeled(e, self.head, &[]);
+                return Some(Value::error(error.into(), self.head));
+            }
+        }
     }
 }
 

@@ -23,9 +23,10 @@ impl EngineState {
             && self.running.len() < self.parallel_limit
         {
             let Some(id) = self.ready.pop() else { break };
-            let Some(task) = self.tasks.get(&id) else {
-                continue;
-            };
+            if !self.hold_live(id) {
+                continue; // a stale entry: finished (and let go of) since it was queued
+            }
+            let task = &self.tasks[&id];
             if !matches!(task.state, TaskState::Queued { .. }) {
                 continue; // a stale entry: cancelled or already started
             }

@@ -12,15 +12,15 @@
 //! - `attempts`: starting attempts, their ends, retries with backoff, progress;
 //! - `workflows` (requests), `workflow_advance` (success, failure, rollback rounds) and
 //!   `workflow_limits` (the per-workflow parallel limit);
-//! - `recovery` (after a restart), `clean` (`orch clean`), `queue`, `backoff`.
-//!
-//! Reads of other tasks go through `tasks`; keeping only live work in memory later
-//! (finished tasks read from the store on demand) changes those reads, not the
-//! transitions' shape.
+//! - `recovery` (after a restart), `clean` (`orch clean`), `queue`, `backoff`;
+//! - `live`: which tasks are held in full, which by their priority only (queued ones),
+//!   which not at all (finished ones), and the reads of the store's committed records
+//!   that this needs (the state machine's only I/O, through [`Records`]).
 
 mod attempts;
 mod backoff;
 mod clean;
+mod live;
 mod queue;
 mod recovery;
 mod requests;
@@ -48,6 +48,7 @@ use crate::runner::{Report, ReportKind};
 use crate::store::TaskWrite;
 use queue::ReadyQueue;
 
+pub use live::Records;
 pub use recovery::interrupted_attempts;
 
 /// What came of a change request, in words, for the audit log.
@@ -76,10 +77,18 @@ enum Lifecycle {
     Stopped,
 }
 
-/// Every task's and workflow's in-memory state. Owned by the engine's task; nothing else
-/// touches it.
+/// Every live task's and every workflow's in-memory state. Owned by the engine's task;
+/// nothing else touches it.
 pub struct EngineState {
+    /// The tasks held in full (see `live`).
     tasks: HashMap<TaskId, Task>,
+    /// Queued tasks outside workflows held by their priority only; their records are in
+    /// the store.
+    cold: HashMap<TaskId, i32>,
+    /// The store's records of the tasks not held in full.
+    records: Box<dyn Records>,
+    /// The steps handed over whose tasks are let go of once they are durable.
+    settling: live::Settling,
     ready: ReadyQueue,
     dependants: HashMap<TaskId, Vec<TaskId>>,
     running: HashMap<TaskId, Running>,
@@ -108,9 +117,17 @@ pub struct EngineState {
 
 impl EngineState {
     /// An engine with nothing in it, whose next event has sequence number `next_seq`.
-    fn empty(parallel_limit: usize, next_seq: u64, now: DateTime<Utc>) -> EngineState {
+    fn empty(
+        records: Box<dyn Records>,
+        parallel_limit: usize,
+        next_seq: u64,
+        now: DateTime<Utc>,
+    ) -> EngineState {
         EngineState {
             tasks: HashMap::new(),
+            cold: HashMap::new(),
+            records,
+            settling: live::Settling::default(),
             ready: ReadyQueue::default(),
             dependants: HashMap::new(),
             running: HashMap::new(),
@@ -143,6 +160,7 @@ impl EngineState {
             },
             Input::RetryDue { id, next_attempt } => self.retry_due(id, next_attempt),
             Input::ProgressCommitted => self.progress_in_flight = false,
+            Input::Committed { step } => self.committed(step),
         }
     }
 
@@ -160,6 +178,7 @@ impl EngineState {
             self.step.effects.stopped = std::mem::take(waiters);
             self.lifecycle = Lifecycle::Stopped;
         }
+        self.step.effects.settled = self.close_step();
         std::mem::take(&mut self.step)
     }
 

@@ -38,6 +38,11 @@ impl ReadyQueue {
         self.heap.push(Entry { priority, id });
     }
 
+    /// Makes room for `more` entries.
+    pub fn reserve(&mut self, more: usize) {
+        self.heap.reserve(more);
+    }
+
     /// Takes the task that should run next.
     pub fn pop(&mut self) -> Option<TaskId> {
         self.heap.pop().map(|e| e.id)

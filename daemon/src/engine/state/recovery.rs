@@ -6,14 +6,16 @@
 //! processes it left running first: see [`interrupted_attempts`]). An interrupted workflow
 //! step is queued again without using a retry (steps are idempotent, and the crash was
 //! not the step's fault), so a workflow goes on from where it stopped. Succeeded tasks are
-//! left alone, so they never run again.
+//! left alone, so they never run again. Only live work is read back: queued tasks outside
+//! workflows come as ids and priorities (their records stay in the store until they start)
+//! and finished ones outside workflows not at all.
 
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
 use orch_protocol::{AttemptOutcome, StepRef, TaskId, TaskState, Workflow, WorkflowState};
 
-use super::EngineState;
+use super::{EngineState, Records};
 use crate::engine::effects::Step;
 use crate::store::Snapshot;
 
@@ -34,14 +36,17 @@ impl EngineState {
     /// else happens.
     pub fn recover(
         snapshot: Snapshot,
+        records: Box<dyn Records>,
         parallel_limit: usize,
         now: DateTime<Utc>,
     ) -> (EngineState, Step) {
-        let mut state = EngineState::empty(parallel_limit, snapshot.last_event_seq + 1, now);
+        let next_seq = snapshot.last_event_seq + 1;
+        let mut state = EngineState::empty(records, parallel_limit, next_seq, now);
         let highest = snapshot
             .tasks
             .iter()
             .map(|t| t.id)
+            .chain(snapshot.queue.iter().map(|(id, _)| *id))
             .chain(snapshot.workflows.iter().map(|w| w.id))
             .chain(snapshot.test_envs.iter().map(|e| e.id))
             .max()
@@ -60,16 +65,20 @@ impl EngineState {
             }
             state.tasks.insert(task.id, task);
         }
-        for id in snapshot.queue {
-            if let Some(task) = state.tasks.get(&id) {
-                state.ready.push(task.spec.priority, id);
+        state.ready.reserve(snapshot.queue.len());
+        state.cold.reserve(snapshot.queue.len());
+        for (id, priority) in snapshot.queue {
+            if !state.tasks.contains_key(&id) {
+                state.cold.insert(id, priority);
             }
+            state.ready.push(priority, id);
         }
         state.recover_workflows(snapshot.workflows);
         for (id, attempt) in interrupted {
             state.interrupted(id, attempt);
         }
         state.advance_workflows();
+        state.step.effects.settled = state.close_step();
         let step = std::mem::take(&mut state.step);
         (state, step)
     }

@@ -38,7 +38,7 @@ impl EngineState {
             // comes before it in the same batch (never itself or a later one: no cycles).
             let first_new = self.next_id;
             let known = |d: &TaskId| {
-                self.tasks.contains_key(d) || (first_new..first_new + index as u64).contains(d)
+                (first_new..first_new + index as u64).contains(d) || self.state_of(*d).is_some()
             };
             if spec.workflow.is_some() {
                 return Err(ErrorReply::field(
@@ -71,9 +71,10 @@ impl EngineState {
     /// Cancels a task: a waiting one at once, a running one by stopping its attempt (the
     /// answer waits for the attempt's end).
     pub(super) fn cancel(&mut self, id: TaskId, reply: Reply<Task>) -> Outcome {
-        let Some(task) = self.tasks.get(&id) else {
+        if !self.hold(id) {
             return self.refuse(reply, not_found(id));
-        };
+        }
+        let task = &self.tasks[&id];
         let status = task.state.status();
         if status.is_final() {
             let error = conflict(format!(
@@ -95,9 +96,10 @@ impl EngineState {
 
     /// Queues a finished task again, with a fresh retry budget.
     pub(super) fn retry(&mut self, id: TaskId, reply: Reply<Task>) -> Outcome {
-        let Some(task) = self.tasks.get(&id) else {
+        if !self.hold(id) {
             return self.refuse(reply, not_found(id));
-        };
+        }
+        let task = &self.tasks[&id];
         let status = task.state.status();
         if !status.is_final() || status == TaskStatus::Succeeded {
             let error = conflict(format!(

@@ -38,33 +38,31 @@ impl EngineState {
     /// retry).
     pub(super) fn initial_state(&self, after: &[TaskId], soft_after: &[TaskId]) -> TaskState {
         // A dependency that is gone (removed by `orch clean`, which only removes finished
-        // tasks) has finished.
+        // tasks) has finished; a hard one that is gone had succeeded (clean keeps what a
+        // kept task that is not queued depends on, and a queued task's hard dependencies
+        // all succeeded).
         let mut waiting_on: Vec<TaskId> = soft_after
             .iter()
-            .filter(|d| {
-                self.tasks
-                    .get(*d)
-                    .is_some_and(|t| !t.state.status().is_final())
-            })
+            .filter(|d| self.state_of(**d).is_some_and(|s| !s.status().is_final()))
             .copied()
             .collect();
         for dep in after {
-            match &self.tasks[dep].state {
-                TaskState::Succeeded { .. } => {}
+            match self.state_of(*dep) {
+                None | Some(TaskState::Succeeded { .. }) => {}
                 // Name the task that failed first, as `fail_dependants` does.
-                TaskState::DependencyFailed { dependency, .. } => {
+                Some(TaskState::DependencyFailed { dependency, .. }) => {
                     return TaskState::DependencyFailed {
                         at: self.now,
-                        dependency: *dependency,
+                        dependency,
                     };
                 }
-                s if s.status().is_final() => {
+                Some(s) if s.status().is_final() => {
                     return TaskState::DependencyFailed {
                         at: self.now,
                         dependency: *dep,
                     };
                 }
-                _ => waiting_on.push(*dep),
+                Some(_) => waiting_on.push(*dep),
             }
         }
         if waiting_on.is_empty() {
@@ -116,14 +114,27 @@ impl EngineState {
 
     /// Tasks that were failed because `root` failed go back to waiting for it.
     pub(super) fn revive_dependants(&mut self, root: TaskId) {
+        let failed_by_root = |t: &Task| matches!(t.state, TaskState::DependencyFailed { dependency, .. } if dependency == root);
         let mut revived: Vec<TaskId> = self
             .tasks
             .values()
-            .filter(|t| {
-                matches!(t.state, TaskState::DependencyFailed { dependency, .. } if dependency == root)
-            })
+            .filter(|t| failed_by_root(t))
             .map(|t| t.id)
             .collect();
+        // Those the engine does not hold are in the store (and their records there are
+        // their latest state).
+        let mut stored = Vec::new();
+        self.records
+            .each_in(TaskStatus::DependencyFailed, &mut |t: Task| {
+                if failed_by_root(&t) {
+                    stored.push(t.id);
+                }
+            });
+        for id in stored {
+            if !self.tasks.contains_key(&id) && self.hold(id) {
+                revived.push(id);
+            }
+        }
         // Dependencies before dependants (a task can only depend on older ones), so each
         // task sees its dependencies' new states.
         revived.sort_unstable();

@@ -20,9 +20,10 @@ pub struct TasksQuery {
     status: Option<String>,
     label: Option<String>,
     limit: Option<usize>,
+    before: Option<u64>,
 }
 
-/// `GET /tasks`
+/// `GET /tasks`: newest first; `?before=ID` pages on below the last id of a page.
 pub async fn tasks(
     State(ctx): Ctx,
     Extension(caller): Extension<Caller>,
@@ -43,6 +44,7 @@ pub async fn tasks(
         status,
         label: query.label,
         limit: query.limit,
+        before: query.before,
     };
     let tasks = redact::into_role(caller.role, ops::tasks::list(&ctx, &filter)?);
     Ok(Json(tasks).into_response())

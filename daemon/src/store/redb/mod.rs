@@ -11,21 +11,27 @@
 //! - `workflows`: workflow id → workflow record (JSON): its steps, their compensations
 //!   and its state.
 //! - `test_envs`: test environment id → its record (JSON).
-//! - `meta`: the highest task (or workflow, or test environment) id ever assigned.
+//! - `tasks_by_label`: (label, task id) → (), the label index (layout 2).
+//! - `workflow_status`: workflow id → its status's name, and `workflow_counts`: status
+//!   name → number of workflows (layout 2), so that `/metrics` does not read every
+//!   workflow.
+//! - `meta`: the highest task (or workflow, or test environment) id ever assigned, and the
+//!   layout version (`layout`).
 //!
-//! Opening (creation, the integrity check, redb's panics) is in `open`; how a batch
-//! becomes one transaction is in `write`; the audit log's tables, reads and appends are in
-//! `audit`; the other reads are here.
+//! Opening (creation, the integrity check, redb's panics, the page cache) is in `open`;
+//! the layout version and the migration of an older one in `layout`; how a batch becomes
+//! one transaction is in `write`; the audit log's tables, reads and appends are in
+//! `audit`; the snapshot and the lists in `read`; the other reads are here.
 
 mod audit;
+mod layout;
 mod open;
+mod read;
 mod write;
 
-use orch_protocol::{Event, Task, TaskFilter, TaskId, TaskStatus, TestEnv, Workflow, WorkflowId};
+use orch_protocol::{Event, Task, TaskFilter, TaskId, TaskStatus, Workflow, WorkflowId};
 
-use ::redb::{
-    Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
-};
+use ::redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::{Snapshot, Store, StoreError, WriteBatch};
 use audit::{AUDIT, AUDIT_HEAD};
@@ -38,6 +44,9 @@ const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const WORKFLOWS: TableDefinition<u64, &[u8]> = TableDefinition::new("workflows");
 const TEST_ENVS: TableDefinition<u64, &[u8]> = TableDefinition::new("test_envs");
+const BY_LABEL: TableDefinition<(&str, u64), ()> = TableDefinition::new("tasks_by_label");
+const WORKFLOW_STATUS: TableDefinition<u64, &str> = TableDefinition::new("workflow_status");
+const WORKFLOW_COUNTS: TableDefinition<&str, u64> = TableDefinition::new("workflow_counts");
 
 /// The highest task id ever assigned (ids are never reused, even after `orch clean`).
 const LAST_TASK_ID: &str = "last_task_id";
@@ -45,6 +54,8 @@ const LAST_TASK_ID: &str = "last_task_id";
 /// A [`Store`] in a redb database file.
 pub struct RedbStore {
     db: Database,
+    /// Commits use redb's quick repair (see `open::QuickRepair`).
+    quick_repair: open::QuickRepair,
 }
 
 fn backend(e: impl std::fmt::Display) -> StoreError {
@@ -70,57 +81,16 @@ impl Store for RedbStore {
     fn commit(&self, batch: &WriteBatch) -> Result<(), StoreError> {
         let mut txn = self.db.begin_write().map_err(backend)?;
         txn.set_durability(Durability::Immediate).map_err(backend)?;
+        txn.set_quick_repair(self.quick_repair.wanted());
         write::apply(&txn, batch).map_err(backend)?;
         txn.commit().map_err(backend)
     }
 
     fn load(&self) -> Result<Snapshot, StoreError> {
         let txn = self.db.begin_read().map_err(backend)?;
-        let tasks_table = txn.open_table(TASKS).map_err(backend)?;
-        let mut tasks = Vec::with_capacity(tasks_table.len().map_err(backend)? as usize);
-        for entry in tasks_table.iter().map_err(backend)? {
-            let (id, body) = entry.map_err(backend)?;
-            tasks.push(decode::<Task>(
-                &format!("task {}", id.value()),
-                body.value(),
-            )?);
-        }
-        let queue_table = txn.open_table(QUEUE).map_err(backend)?;
-        let mut queue = Vec::new();
-        for entry in queue_table.iter().map_err(backend)? {
-            queue.push(entry.map_err(backend)?.0.value().1);
-        }
-        let meta = txn.open_table(META).map_err(backend)?;
-        let last_task_id = meta
-            .get(LAST_TASK_ID)
-            .map_err(backend)?
-            .map_or(0, |v| v.value());
-        let workflows_table = txn.open_table(WORKFLOWS).map_err(backend)?;
-        let mut workflows = Vec::new();
-        for entry in workflows_table.iter().map_err(backend)? {
-            let (id, body) = entry.map_err(backend)?;
-            workflows.push(decode::<Workflow>(
-                &format!("workflow {}", id.value()),
-                body.value(),
-            )?);
-        }
-        let envs_table = txn.open_table(TEST_ENVS).map_err(backend)?;
-        let mut test_envs = Vec::new();
-        for entry in envs_table.iter().map_err(backend)? {
-            let (id, body) = entry.map_err(backend)?;
-            test_envs.push(decode::<TestEnv>(
-                &format!("test environment {}", id.value()),
-                body.value(),
-            )?);
-        }
-        Ok(Snapshot {
-            tasks,
-            workflows,
-            test_envs,
-            queue,
-            last_event_seq: self.last_event_seq()?,
-            last_task_id,
-        })
+        let mut snapshot = read::snapshot(&txn)?;
+        snapshot.last_event_seq = self.last_event_seq()?;
+        Ok(snapshot)
     }
 
     fn workflow(&self, id: WorkflowId) -> Result<Option<Workflow>, StoreError> {
@@ -170,43 +140,16 @@ impl Store for RedbStore {
 
     fn list(&self, filter: &TaskFilter) -> Result<Vec<Task>, StoreError> {
         let txn = self.db.begin_read().map_err(backend)?;
-        let tasks = txn.open_table(TASKS).map_err(backend)?;
-        let ids: Box<dyn Iterator<Item = Result<u64, StoreError>>> = if filter.status.is_empty() {
-            Box::new(
-                tasks
-                    .iter()
-                    .map_err(backend)?
-                    .rev()
-                    .map(|e| e.map(|(k, _)| k.value()).map_err(backend)),
-            )
-        } else {
-            let by_status = txn.open_table(BY_STATUS).map_err(backend)?;
-            let mut ids = Vec::new();
-            for status in &filter.status {
-                let range = (status.code(), 0)..=(status.code(), u64::MAX);
-                for entry in by_status.range(range).map_err(backend)? {
-                    ids.push(entry.map_err(backend)?.0.value().1);
-                }
-            }
-            ids.sort_unstable_by(|a, b| b.cmp(a));
-            Box::new(ids.into_iter().map(Ok))
-        };
-        let limit = filter.limit.unwrap_or(usize::MAX);
-        let mut out = Vec::new();
-        for id in ids {
-            if out.len() >= limit {
-                break;
-            }
-            let id = id?;
-            let Some(body) = tasks.get(id).map_err(backend)? else {
-                continue;
-            };
-            let task: Task = decode(&format!("task {id}"), body.value())?;
-            if filter.label.is_none() || task.spec.label == filter.label {
-                out.push(task);
-            }
-        }
-        Ok(out)
+        read::list(&txn, filter)
+    }
+
+    fn scan_status(
+        &self,
+        status: TaskStatus,
+        each: &mut dyn FnMut(Task),
+    ) -> Result<(), StoreError> {
+        let txn = self.db.begin_read().map_err(backend)?;
+        read::scan_status(&txn, status, each)
     }
 
     fn events_after(&self, after: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
@@ -230,6 +173,17 @@ impl Store for RedbStore {
             .last()
             .map_err(backend)?
             .map_or(0, |(seq, _)| seq.value()))
+    }
+
+    fn count_workflows_by_status(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        let txn = self.db.begin_read().map_err(backend)?;
+        let table = txn.open_table(WORKFLOW_COUNTS).map_err(backend)?;
+        let mut out = Vec::new();
+        for entry in table.iter().map_err(backend)? {
+            let (status, n) = entry.map_err(backend)?;
+            out.push((status.value().to_string(), n.value()));
+        }
+        Ok(out)
     }
 
     fn count_by_status(&self) -> Result<Vec<(TaskStatus, u64)>, StoreError> {
@@ -301,8 +255,10 @@ mod tests {
         }
         let store = RedbStore::open(&path).unwrap();
         let snapshot = store.load().unwrap();
-        assert_eq!(snapshot.tasks.len(), 3);
-        assert_eq!(snapshot.queue, vec![1, 3]);
+        // Queued tasks are named by the queue index, not read; the running one is read.
+        let held: Vec<_> = snapshot.tasks.iter().map(|t| t.id).collect();
+        assert_eq!(held, vec![2]);
+        assert_eq!(snapshot.queue, vec![(1, 0), (3, 0)]);
         assert_eq!(snapshot.last_task_id, 3);
         let counts: std::collections::HashMap<_, _> =
             store.count_by_status().unwrap().into_iter().collect();

@@ -1,16 +1,87 @@
 //! Opening the store file: created only when none exists (under a temporary name, then
-//! linked into place), an existing one opened with redb's integrity check, and redb's
-//! errors and panics on a damaged file turned into a clear refusal that names it.
+//! linked into place), an existing one opened with redb's integrity check while it is
+//! small, brought to the current layout, and redb's errors and panics on a damaged file
+//! turned into a clear refusal that names it.
+//!
+//! Costs that grow with the file, and what is done about them (measured figures are in
+//! docs/benchmarks.md):
+//! - the integrity check on open reads every page (about 0.4 s per 0.5 GB), so it runs only
+//!   on files up to [`CHECK_ON_OPEN_UP_TO`]; a larger file is opened without it (redb still
+//!   verifies what it reads, and repairs after a crash);
+//! - the repair after a crash walks every page too, unless the last commit used redb's
+//!   quick repair, which makes it O(1) but a commit about 200 µs slower: commits use it
+//!   once the file is larger than [`QUICK_REPAIR_FROM`], where a full repair would cost
+//!   more than the restart target (1 s);
+//! - redb's page cache is bounded to [`CACHE_BYTES`], so that reading a large store does not
+//!   grow the daemon's memory.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use ::redb::{Database, DatabaseError, StorageError};
 
+use super::layout::{self, Upgrade};
 use super::{
-    AUDIT, AUDIT_HEAD, BY_STATUS, COUNTS, EVENTS, META, QUEUE, RedbStore, TASKS, TEST_ENVS,
-    WORKFLOWS, backend,
+    AUDIT, AUDIT_HEAD, BY_LABEL, BY_STATUS, COUNTS, EVENTS, META, QUEUE, RedbStore, TASKS,
+    TEST_ENVS, WORKFLOW_COUNTS, WORKFLOW_STATUS, WORKFLOWS, backend,
 };
 use crate::store::StoreError;
+
+/// The largest file checked page by page at open.
+pub const CHECK_ON_OPEN_UP_TO: u64 = 64 << 20;
+
+/// The file size from which commits use quick repair.
+pub const QUICK_REPAIR_FROM: u64 = 64 << 20;
+
+/// redb's page cache.
+const CACHE_BYTES: usize = 16 << 20;
+
+/// How many commits go by between two looks at the file's size.
+const SIZE_CHECK_EVERY: u64 = 1024;
+
+/// Whether commits use redb's quick repair: from the moment the file is larger than
+/// [`QUICK_REPAIR_FROM`] (looked at on open and every [`SIZE_CHECK_EVERY`] commits), for
+/// good.
+pub(super) struct QuickRepair {
+    path: PathBuf,
+    on: AtomicBool,
+    commits: AtomicU64,
+}
+
+impl QuickRepair {
+    fn new(path: &Path) -> QuickRepair {
+        let quick = QuickRepair {
+            path: path.to_path_buf(),
+            on: AtomicBool::new(false),
+            commits: AtomicU64::new(0),
+        };
+        quick.look();
+        quick
+    }
+
+    /// Whether the next commit should use quick repair.
+    pub(super) fn wanted(&self) -> bool {
+        if !self.on.load(Ordering::Relaxed)
+            && self
+                .commits
+                .fetch_add(1, Ordering::Relaxed)
+                .is_multiple_of(SIZE_CHECK_EVERY)
+        {
+            self.look();
+        }
+        self.on.load(Ordering::Relaxed)
+    }
+
+    fn look(&self) {
+        if file_size(&self.path) > QUICK_REPAIR_FROM {
+            self.on.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+fn file_size(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
+}
 
 impl RedbStore {
     /// Opens the database at `path`, creating it only when no file exists there. An empty
@@ -31,7 +102,18 @@ impl RedbStore {
             Ok(_) => open_existing(path)?,
         };
         ensure_tables(&db)?;
-        Ok(RedbStore { db })
+        match layout::upgrade(&db)? {
+            Err(problem) => return Err(unusable(path, problem)),
+            Ok(Upgrade::Migrated(from)) => tracing::info!(
+                store = %path.display(),
+                from,
+                to = layout::CURRENT,
+                "store layout migrated"
+            ),
+            Ok(Upgrade::Current) => {}
+        }
+        let quick_repair = QuickRepair::new(path);
+        Ok(RedbStore { db, quick_repair })
     }
 }
 
@@ -40,6 +122,7 @@ fn ensure_tables(db: &Database) -> Result<(), StoreError> {
     let txn = db.begin_write().map_err(backend)?;
     txn.open_table(TASKS).map_err(backend)?;
     txn.open_table(BY_STATUS).map_err(backend)?;
+    txn.open_table(BY_LABEL).map_err(backend)?;
     txn.open_table(QUEUE).map_err(backend)?;
     txn.open_table(COUNTS).map_err(backend)?;
     txn.open_table(EVENTS).map_err(backend)?;
@@ -47,6 +130,8 @@ fn ensure_tables(db: &Database) -> Result<(), StoreError> {
     txn.open_table(AUDIT_HEAD).map_err(backend)?;
     txn.open_table(META).map_err(backend)?;
     txn.open_table(WORKFLOWS).map_err(backend)?;
+    txn.open_table(WORKFLOW_STATUS).map_err(backend)?;
+    txn.open_table(WORKFLOW_COUNTS).map_err(backend)?;
     txn.open_table(TEST_ENVS).map_err(backend)?;
     txn.commit().map_err(backend)
 }
@@ -82,11 +167,13 @@ fn create_new(path: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Opens an existing database with redb's integrity check (every page's checksum), and
-/// turns both its errors and its panics on a damaged file into [`StoreError::Unusable`].
+/// Opens an existing database, with redb's integrity check (every page's checksum) when
+/// it is at most [`CHECK_ON_OPEN_UP_TO`], and turns both redb's errors and its panics on a
+/// damaged file into [`StoreError::Unusable`].
 fn open_existing(path: &Path) -> Result<Database, StoreError> {
     let mut builder = Database::builder();
-    builder.set_check_integrity_on_open(true);
+    builder.set_cache_size(CACHE_BYTES);
+    builder.set_check_integrity_on_open(file_size(path) <= CHECK_ON_OPEN_UP_TO);
     let opened = without_panic_output(|| builder.open(path));
     match opened {
         Ok(Ok(db)) => Ok(db),

@@ -1,12 +1,13 @@
 //! One batch as one write transaction: task records and their indexes (status index,
-//! counts, queue), events, workflows, test environments, the highest id, removals, and the
+//! counts, queue, labels), events, workflows (with their status counts), test environments, the highest id, removals, and the
 //! audit entries sealed onto the chain.
 
 use ::redb::{ReadableTable, WriteTransaction};
 use orch_protocol::TaskStatus;
 
 use super::{
-    BY_STATUS, COUNTS, EVENTS, LAST_TASK_ID, META, QUEUE, TASKS, TEST_ENVS, WORKFLOWS, queue_key,
+    BY_LABEL, BY_STATUS, COUNTS, EVENTS, LAST_TASK_ID, META, QUEUE, TASKS, TEST_ENVS,
+    WORKFLOW_COUNTS, WORKFLOW_STATUS, WORKFLOWS, queue_key,
 };
 use crate::store::WriteBatch;
 
@@ -17,11 +18,15 @@ pub(super) fn apply(txn: &WriteTransaction, batch: &WriteBatch) -> Result<(), re
     let mut queue = txn.open_table(QUEUE)?;
     let mut counts = txn.open_table(COUNTS)?;
     let mut events = txn.open_table(EVENTS)?;
+    let mut by_label = txn.open_table(BY_LABEL)?;
     for write in &batch.tasks {
         let task = &write.task;
         let status = task.state.status();
         let body = serde_json::to_vec(task).expect("task records always serialize");
         tasks.insert(task.id, body.as_slice())?;
+        if let (None, Some(label)) = (write.previous, &task.spec.label) {
+            by_label.insert((label.as_str(), task.id), ())?;
+        }
         if write.previous == Some(status) {
             continue;
         }
@@ -48,6 +53,7 @@ pub(super) fn apply(txn: &WriteTransaction, batch: &WriteBatch) -> Result<(), re
     for workflow in &batch.workflows {
         let body = serde_json::to_vec(workflow).expect("workflow records always serialize");
         workflows.insert(workflow.id, body.as_slice())?;
+        count_workflow(txn, workflow.id, workflow.state.status().as_str())?;
     }
     let mut envs = txn.open_table(TEST_ENVS)?;
     for env in &batch.test_envs {
@@ -73,11 +79,35 @@ pub(super) fn apply(txn: &WriteTransaction, batch: &WriteBatch) -> Result<(), re
         let status = task.state.status();
         tasks.remove(task.id)?;
         by_status.remove((status.code(), task.id))?;
+        if let Some(label) = &task.spec.label {
+            by_label.remove((label.as_str(), task.id))?;
+        }
         let n = counts.get(status.code())?.map_or(0, |v| v.value());
         counts.insert(status.code(), n.saturating_sub(1))?;
     }
     if !batch.audit.is_empty() {
         super::audit::append(txn, &batch.audit)?;
     }
+    Ok(())
+}
+
+/// Records workflow `id`'s status, `status`, in the workflow status table and counts.
+pub(super) fn count_workflow(
+    txn: &WriteTransaction,
+    id: u64,
+    status: &str,
+) -> Result<(), redb::Error> {
+    let mut statuses = txn.open_table(WORKFLOW_STATUS)?;
+    let previous = statuses.insert(id, status)?.map(|v| v.value().to_string());
+    if previous.as_deref() == Some(status) {
+        return Ok(());
+    }
+    let mut counts = txn.open_table(WORKFLOW_COUNTS)?;
+    if let Some(previous) = previous {
+        let n = counts.get(previous.as_str())?.map_or(0, |v| v.value());
+        counts.insert(previous.as_str(), n.saturating_sub(1))?;
+    }
+    let n = counts.get(status)?.map_or(0, |v| v.value());
+    counts.insert(status, n + 1)?;
     Ok(())
 }

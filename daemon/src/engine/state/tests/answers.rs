@@ -46,7 +46,7 @@ fn a_submission_with_one_bad_task_creates_none() {
     assert_eq!(error.field.as_deref(), Some("command"));
     assert!(error.message.starts_with("task #1"), "{}", error.message);
     assert!(step.written().is_empty() && step.launched().is_empty());
-    assert!(h.state.tasks.is_empty());
+    assert!(h.state.tasks.is_empty() && h.stored.get(1).is_none());
 }
 
 #[test]

@@ -42,8 +42,8 @@ fn clean_keeps_what_kept_tasks_depend_on_and_deletes_the_logs_once_durable() {
     assert_eq!(removed, vec![3]);
     assert_eq!(step.effects.removed_logs, vec![3]);
     assert_eq!(step.events(), events(&[(3, "removed")]));
-    assert!(!h.state.tasks.contains_key(&3));
-    assert!(h.state.tasks.contains_key(&1) && h.state.tasks.contains_key(&4));
+    assert!(h.stored.get(3).is_none());
+    assert!(h.stored.get(1).is_some() && h.stored.get(4).is_some());
 }
 
 #[test]

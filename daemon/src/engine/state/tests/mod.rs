@@ -3,13 +3,17 @@
 //! events, launches, stops, timers, answers) as well as on the state it leaves.
 //!
 //! The harness plays the driver's part: it hands each input to the state with the test's
-//! clock, ends the turn, and delivers the step's answers as after a successful commit
-//! (checking that none was sent before).
+//! clock, ends the turn, applies the step's task writes to a store of records in memory
+//! (what the engine reads the tasks it does not hold from), delivers the step's answers
+//! as after a successful commit (checking that none was sent before), and tells the state
+//! that the step is durable (so that it lets go of queued and finished tasks as it does in
+//! the daemon).
 
 mod answers;
 mod cancels;
 mod cleaning;
 mod dependencies;
+mod live;
 mod ordering;
 mod progress;
 mod restarts;
@@ -25,7 +29,10 @@ use orch_protocol::{
 };
 use tokio::sync::oneshot;
 
-use super::EngineState;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use super::{EngineState, Records};
 use crate::engine::effects::Step;
 use crate::engine::{Command, Input, Reply};
 use crate::runner::{Report, ReportKind};
@@ -140,24 +147,81 @@ impl<T> Answered<T> {
     }
 }
 
-/// The state machine and the tests' clock.
+/// The committed task records, by id: the tests' store.
+#[derive(Clone, Default)]
+struct Stored(Arc<Mutex<BTreeMap<TaskId, Task>>>);
+
+impl Stored {
+    /// Applies a committed batch's task writes and removals.
+    fn apply(&self, step: &Step) {
+        let mut tasks = self.0.lock().unwrap();
+        for write in &step.batch.tasks {
+            tasks.insert(write.task.id, write.task.clone());
+        }
+        for task in &step.batch.removals {
+            tasks.remove(&task.id);
+        }
+    }
+
+    fn get(&self, id: TaskId) -> Option<Task> {
+        self.0.lock().unwrap().get(&id).cloned()
+    }
+}
+
+impl Records for Stored {
+    fn task(&self, id: TaskId) -> Option<Task> {
+        self.get(id)
+    }
+
+    fn each_in(&self, status: TaskStatus, each: &mut dyn FnMut(Task)) {
+        let tasks: Vec<Task> = self.0.lock().unwrap().values().cloned().collect();
+        for task in tasks.into_iter().filter(|t| t.state.status() == status) {
+            each(task);
+        }
+    }
+}
+
+/// The state machine, the tests' store and the tests' clock.
 struct Harness {
     state: EngineState,
+    stored: Stored,
     now: DateTime<Utc>,
 }
 
 impl Harness {
     /// An empty engine that runs `parallel` tasks at once.
     fn new(parallel: usize) -> Harness {
-        let (state, step) = EngineState::recover(Snapshot::default(), parallel, t0());
+        let stored = Stored::default();
+        let records = Box::new(stored.clone());
+        let (state, step) = EngineState::recover(Snapshot::default(), records, parallel, t0());
         assert!(step.is_empty());
-        Harness { state, now: t0() }
+        Harness {
+            state,
+            stored,
+            now: t0(),
+        }
     }
 
-    /// The engine rebuilt from `snapshot` at `now`, and the recovery's step.
-    fn restarted(snapshot: Snapshot, parallel: usize, now: DateTime<Utc>) -> (Harness, Step) {
-        let (state, step) = EngineState::recover(snapshot, parallel, now);
-        (Harness { state, now }, step)
+    /// The engine rebuilt at `now` from what this one committed, and the recovery's step
+    /// (applied to the store and settled).
+    fn restarted(&self, parallel: usize, now: DateTime<Utc>) -> (Harness, Step) {
+        let stored = self.stored.clone();
+        let records = Box::new(stored.clone());
+        let (state, mut step) = EngineState::recover(self.snapshot(), records, parallel, now);
+        let mut h = Harness { state, stored, now };
+        h.settle(&mut step);
+        (h, step)
+    }
+
+    /// What the driver does once `step` is durable: its records are stored, its answers
+    /// sent, and the state is told.
+    fn settle(&mut self, step: &mut Step) {
+        self.stored.apply(step);
+        commit(step, Ok(()));
+        if let Some(number) = step.effects.settled {
+            self.state
+                .handle(Input::Committed { step: number }, self.now);
+        }
     }
 
     /// Moves the clock on.
@@ -171,7 +235,7 @@ impl Harness {
             self.state.handle(input, self.now);
         }
         let mut step = self.state.end_turn(self.now);
-        commit(&mut step, Ok(()));
+        self.settle(&mut step);
         step
     }
 
@@ -182,7 +246,7 @@ impl Harness {
         self.state.handle(Input::Request(make(reply)), self.now);
         let mut step = self.state.end_turn(self.now);
         assert!(answered.waiting(), "answered before the commit");
-        commit(&mut step, Ok(()));
+        self.settle(&mut step);
         (step, answered)
     }
 
@@ -250,8 +314,12 @@ impl Harness {
         self.turn(vec![Input::RetryDue { id, next_attempt }])
     }
 
-    fn task(&self, id: TaskId) -> &Task {
-        &self.state.tasks[&id]
+    /// Task `id` as the engine holds it, or else as stored.
+    fn task(&self, id: TaskId) -> Task {
+        match self.state.tasks.get(&id) {
+            Some(task) => task.clone(),
+            None => self.stored.get(id).expect("a known task"),
+        }
     }
 
     fn status(&self, id: TaskId) -> TaskStatus {
@@ -286,16 +354,24 @@ impl Harness {
             .unwrap()
     }
 
-    /// What the store would hold once every step so far is committed.
+    /// What the store's start-up read returns: every workflow and its tasks, the other
+    /// blocked, running and retry-waiting tasks, and the queue's ids and priorities.
     fn snapshot(&self) -> Snapshot {
-        let mut tasks: Vec<Task> = self.state.tasks.values().cloned().collect();
-        tasks.sort_by_key(|t| t.id);
-        let mut queued: Vec<&Task> = tasks
+        let stored: Vec<Task> = self.stored.0.lock().unwrap().values().cloned().collect();
+        let held = |t: &Task| {
+            t.spec.workflow.is_some()
+                || matches!(
+                    t.state.status(),
+                    TaskStatus::Blocked | TaskStatus::Running | TaskStatus::RetryWaiting
+                )
+        };
+        let tasks: Vec<Task> = stored.iter().filter(|t| held(t)).cloned().collect();
+        let mut queued: Vec<&Task> = stored
             .iter()
             .filter(|t| matches!(t.state, TaskState::Queued { .. }))
             .collect();
         queued.sort_by_key(|t| (-i64::from(t.spec.priority), t.id));
-        let queue = queued.iter().map(|t| t.id).collect();
+        let queue = queued.iter().map(|t| (t.id, t.spec.priority)).collect();
         let mut workflows: Vec<Workflow> = self.state.workflows.values().cloned().collect();
         workflows.sort_by_key(|w| w.id);
         Snapshot {

@@ -50,7 +50,8 @@ fn a_failed_attempt_waits_its_growing_backoff_then_runs_again_until_retries_run_
     assert!(step.effects.timers.is_empty());
     let attempts: Vec<_> = h.task(id).attempts.iter().map(|a| a.number).collect();
     assert_eq!(attempts, vec![1, 2, 3]);
-    let last = h.task(id).attempts.last().unwrap();
+    let task = h.task(id);
+    let last = task.attempts.last().unwrap();
     assert_eq!(last.outcome, Some(AttemptOutcome::Exited { code: 3 }));
     assert_eq!(last.finished_at, Some(h.now));
 }

@@ -1,0 +1,148 @@
+//! Which tasks the engine holds in full, and reading the others from the store.
+//!
+//! The engine holds in full (`tasks`) every task of a workflow and every task that is
+//! blocked, running or waiting for a retry, plus any task changed by a step that is not
+//! durable yet. A queued task outside a workflow whose record is durable is held as its
+//! priority only (`cold`), with its entry in the ready queue; a finished one is not held at
+//! all. Memory follows live work, not history.
+//!
+//! The rule that keeps reads right: a task leaves memory only once the last step that
+//! changed it is durable ([`Input::Committed`](crate::engine::Input::Committed)), so the
+//! store's record of a task the engine does not hold is always its latest state. The
+//! engine reads such records through [`Records`] when it needs one (a cold task to start or
+//! cancel, a finished one to retry, the state of a dependency, `orch clean`).
+
+use std::collections::VecDeque;
+
+use orch_protocol::{Task, TaskId, TaskState, TaskStatus};
+
+use super::EngineState;
+
+/// The store's committed task records, as the engine reads them. A read that fails stops
+/// the daemon (the implementation's business) and is answered as a missing record.
+pub trait Records: Send {
+    /// Task `id`'s committed record, if there is one.
+    fn task(&self, id: TaskId) -> Option<Task>;
+
+    /// Calls `each` with every committed task in `status`, oldest first.
+    fn each_in(&self, status: TaskStatus, each: &mut dyn FnMut(Task));
+}
+
+/// What the engine must do once the steps it handed over are durable.
+#[derive(Default)]
+pub(super) struct Settling {
+    /// The number of the last step handed over that changed (or read in) a task.
+    last_step: u64,
+    /// Each such step, oldest first, with the tasks it touched.
+    steps: VecDeque<(u64, Vec<TaskId>)>,
+    /// The tasks touched by the step being built.
+    touched: Vec<TaskId>,
+    /// The last step that touched each task still in `steps`.
+    last_touch: std::collections::HashMap<TaskId, u64>,
+}
+
+impl EngineState {
+    /// What the engine knows of task `id`'s state: from memory when it holds the task (a
+    /// queued one by its priority), else the store's committed record.
+    pub(super) fn state_of(&self, id: TaskId) -> Option<TaskState> {
+        if let Some(task) = self.tasks.get(&id) {
+            return Some(task.state.clone());
+        }
+        if self.cold.contains_key(&id) {
+            return Some(TaskState::Queued { since: self.now });
+        }
+        self.records.task(id).map(|t| t.state)
+    }
+
+    /// Holds `id` in full if it is live (held in full already, or queued by its priority
+    /// only: then its record is read); false when it is not live.
+    pub(super) fn hold_live(&mut self, id: TaskId) -> bool {
+        if self.tasks.contains_key(&id) {
+            return true;
+        }
+        if self.cold.remove(&id).is_none() {
+            return false;
+        }
+        self.read_in(id)
+    }
+
+    /// Holds `id` in full, reading a finished task's record from the store; false when
+    /// there is no such task.
+    pub(super) fn hold(&mut self, id: TaskId) -> bool {
+        self.hold_live(id) || self.read_in(id)
+    }
+
+    /// Reads `id`'s record into memory, until the step being built is durable.
+    fn read_in(&mut self, id: TaskId) -> bool {
+        let Some(task) = self.records.task(id) else {
+            return false;
+        };
+        self.tasks.insert(id, task);
+        self.settling.touched.push(id);
+        true
+    }
+
+    /// Closes the step being built: the tasks it wrote or read in are let go of once it is
+    /// durable. Returns the step's number when there are any.
+    pub(super) fn close_step(&mut self) -> Option<u64> {
+        let written = self.step.batch.tasks.iter().map(|w| w.task.id);
+        let mut touched = std::mem::take(&mut self.settling.touched);
+        touched.extend(written);
+        if touched.is_empty() {
+            return None;
+        }
+        let settling = &mut self.settling;
+        settling.last_step += 1;
+        let step = settling.last_step;
+        for id in &touched {
+            settling.last_touch.insert(*id, step);
+        }
+        settling.steps.push_back((step, touched));
+        Some(step)
+    }
+
+    /// Steps up to `step` are durable: every task they touched last is let go of if it
+    /// need not be held (queued outside a workflow: held by its priority; finished outside
+    /// a workflow: not held).
+    pub(super) fn committed(&mut self, step: u64) {
+        while self.settling.steps.front().is_some_and(|(s, _)| *s <= step) {
+            let (done, ids) = self.settling.steps.pop_front().expect("checked above");
+            for id in ids {
+                if self.settling.last_touch.get(&id) == Some(&done) {
+                    self.settling.last_touch.remove(&id);
+                    self.let_go(id);
+                }
+            }
+        }
+    }
+
+    /// Stops holding `id` in full when nothing needs it in memory.
+    fn let_go(&mut self, id: TaskId) {
+        let Some(task) = self.tasks.get(&id) else {
+            return;
+        };
+        if task.spec.workflow.is_some()
+            || self.running.contains_key(&id)
+            || self.progress_dirty.contains(&id)
+            || self.cancel_waiters.contains_key(&id)
+        {
+            return;
+        }
+        match task.state.status() {
+            TaskStatus::Queued => {
+                let priority = task.spec.priority;
+                self.tasks.remove(&id);
+                self.cold.insert(id, priority);
+            }
+            s if s.is_final() => {
+                self.tasks.remove(&id);
+            }
+            _ => {}
+        }
+    }
+
+    /// How many tasks are held in full, and how many queued ones by priority only.
+    pub fn held(&self) -> (usize, usize) {
+        (self.tasks.len(), self.cold.len())
+    }
+}

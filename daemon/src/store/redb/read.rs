@@ -1,0 +1,270 @@
+//! The reads that must not scan: the start-up snapshot (live work only, the queued tasks
+//! from the queue index alone) and task lists (through the status and label indexes,
+//! newest first below a cursor, stopping at the limit).
+
+use std::collections::HashSet;
+
+use ::redb::{ReadTransaction, ReadableTable, ReadableTableMetadata};
+use orch_protocol::{Task, TaskFilter, TaskId, TaskStatus, TestEnv, Workflow};
+
+use super::{BY_LABEL, BY_STATUS, LAST_TASK_ID, META, QUEUE, TASKS, TEST_ENVS, WORKFLOWS};
+use super::{backend, decode};
+use crate::store::{Snapshot, StoreError};
+
+/// The statuses of unfinished tasks that are held in full after a restart (queued ones are
+/// held by id and priority only).
+const HELD: [TaskStatus; 3] = [
+    TaskStatus::Blocked,
+    TaskStatus::Running,
+    TaskStatus::RetryWaiting,
+];
+
+/// The start-up snapshot, without `last_event_seq` (the caller adds it): every workflow and
+/// its tasks, the other blocked, running and retry-waiting tasks, and the queue's ids and
+/// priorities from its index (no queued record is decoded).
+pub(super) fn snapshot(txn: &ReadTransaction) -> Result<Snapshot, StoreError> {
+    let tasks_table = txn.open_table(TASKS).map_err(backend)?;
+    let workflows = all::<Workflow>(txn, WORKFLOWS, "workflow")?;
+    let mut wanted: Vec<TaskId> = workflows
+        .iter()
+        .flat_map(|w| {
+            let steps = w.steps.iter().map(|s| s.task);
+            steps.chain(w.rollback_steps.iter().map(|r| r.task))
+        })
+        .collect();
+    let by_status = txn.open_table(BY_STATUS).map_err(backend)?;
+    for status in HELD {
+        let range = (status.code(), 0)..=(status.code(), u64::MAX);
+        for entry in by_status.range(range).map_err(backend)? {
+            wanted.push(entry.map_err(backend)?.0.value().1);
+        }
+    }
+    wanted.sort_unstable();
+    wanted.dedup();
+    let mut tasks = Vec::with_capacity(wanted.len());
+    for id in wanted {
+        if let Some(body) = tasks_table.get(id).map_err(backend)? {
+            tasks.push(decode::<Task>(&format!("task {id}"), body.value())?);
+        }
+    }
+    let queue_table = txn.open_table(QUEUE).map_err(backend)?;
+    let mut queue = Vec::with_capacity(queue_table.len().map_err(backend)? as usize);
+    for entry in queue_table.iter().map_err(backend)? {
+        let (priority, id) = entry.map_err(backend)?.0.value();
+        let priority = i32::try_from(-priority).unwrap_or(i32::MAX);
+        queue.push((id, priority));
+    }
+    let meta = txn.open_table(META).map_err(backend)?;
+    let last_task_id = meta
+        .get(LAST_TASK_ID)
+        .map_err(backend)?
+        .map_or(0, |v| v.value());
+    Ok(Snapshot {
+        tasks,
+        workflows,
+        test_envs: all::<TestEnv>(txn, TEST_ENVS, "test environment")?,
+        queue,
+        last_event_seq: 0,
+        last_task_id,
+    })
+}
+
+/// Every record of a JSON table, by id.
+fn all<T: serde::de::DeserializeOwned>(
+    txn: &ReadTransaction,
+    table: ::redb::TableDefinition<u64, &[u8]>,
+    what: &str,
+) -> Result<Vec<T>, StoreError> {
+    let table = txn.open_table(table).map_err(backend)?;
+    let mut out = Vec::new();
+    for entry in table.iter().map_err(backend)? {
+        let (id, body) = entry.map_err(backend)?;
+        out.push(decode::<T>(
+            &format!("{what} {}", id.value()),
+            body.value(),
+        )?);
+    }
+    Ok(out)
+}
+
+/// The tasks `filter` selects, newest first, below its cursor and up to its limit: from
+/// the label index when a label is given (the status checked on each record), else from
+/// the status index (one range per status, merged newest first), else from the records.
+pub(super) fn list(txn: &ReadTransaction, filter: &TaskFilter) -> Result<Vec<Task>, StoreError> {
+    let Some(highest) = filter.before.map_or(Some(u64::MAX), |b| b.checked_sub(1)) else {
+        return Ok(Vec::new());
+    };
+    let limit = filter.limit.unwrap_or(usize::MAX);
+    let tasks = txn.open_table(TASKS).map_err(backend)?;
+    let statuses: HashSet<TaskStatus> = filter.status.iter().copied().collect();
+    let mut out = Vec::new();
+    let mut take = |id: u64| -> Result<bool, StoreError> {
+        if let Some(body) = tasks.get(id).map_err(backend)? {
+            let task: Task = decode(&format!("task {id}"), body.value())?;
+            if statuses.is_empty() || statuses.contains(&task.state.status()) {
+                out.push(task);
+            }
+        }
+        Ok(out.len() < limit)
+    };
+    if limit == 0 {
+        return Ok(Vec::new());
+    }
+    if let Some(label) = &filter.label {
+        let by_label = txn.open_table(BY_LABEL).map_err(backend)?;
+        let range = (label.as_str(), 0)..=(label.as_str(), highest);
+        for entry in by_label.range(range).map_err(backend)?.rev() {
+            if !take(entry.map_err(backend)?.0.value().1)? {
+                break;
+            }
+        }
+    } else if !statuses.is_empty() {
+        let by_status = txn.open_table(BY_STATUS).map_err(backend)?;
+        let mut ranges = Vec::new();
+        for status in &statuses {
+            let range = (status.code(), 0)..=(status.code(), highest);
+            ranges.push(by_status.range(range).map_err(backend)?.rev().peekable());
+        }
+        loop {
+            let mut newest: Option<(usize, u64)> = None;
+            for (i, range) in ranges.iter_mut().enumerate() {
+                if let Some(entry) = range.peek() {
+                    let id = match entry {
+                        Ok((key, _)) => key.value().1,
+                        Err(e) => return Err(backend(e)),
+                    };
+                    if newest.is_none_or(|(_, n)| id > n) {
+                        newest = Some((i, id));
+                    }
+                }
+            }
+            let Some((i, id)) = newest else { break };
+            ranges[i].next();
+            if !take(id)? {
+                break;
+            }
+        }
+    } else {
+        let ids = txn.open_table(TASKS).map_err(backend)?;
+        for entry in ids.range(..=highest).map_err(backend)?.rev() {
+            if !take(entry.map_err(backend)?.0.value())? {
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Calls `each` with every task in `status`, oldest first.
+pub(super) fn scan_status(
+    txn: &ReadTransaction,
+    status: TaskStatus,
+    each: &mut dyn FnMut(Task),
+) -> Result<(), StoreError> {
+    let tasks = txn.open_table(TASKS).map_err(backend)?;
+    let by_status = txn.open_table(BY_STATUS).map_err(backend)?;
+    let range = (status.code(), 0)..=(status.code(), u64::MAX);
+    for entry in by_status.range(range).map_err(backend)? {
+        let id = entry.map_err(backend)?.0.value().1;
+        if let Some(body) = tasks.get(id).map_err(backend)? {
+            each(decode(&format!("task {id}"), body.value())?);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use orch_protocol::{TaskSpec, TaskState};
+
+    use super::super::RedbStore;
+    use super::*;
+    use crate::store::{Store, TaskWrite, WriteBatch};
+
+    /// Tasks 1..=10: odd ones queued, even ones running; those divisible by 3 labelled.
+    fn store(dir: &std::path::Path) -> RedbStore {
+        let store = RedbStore::open(&dir.join("state.redb")).unwrap();
+        let mut batch = WriteBatch::default();
+        for id in 1..=10u64 {
+            let mut spec = TaskSpec::command("true", vec![]);
+            spec.label = (id % 3 == 0).then(|| "three".to_string());
+            let state = if id % 2 == 1 {
+                TaskState::Queued { since: Utc::now() }
+            } else {
+                TaskState::Running {
+                    attempt: 1,
+                    started_at: Utc::now(),
+                }
+            };
+            let task = Task {
+                id,
+                spec,
+                state,
+                submitted_at: Utc::now(),
+                attempts: vec![],
+                attempts_before_retry: 0,
+                progress: None,
+            };
+            batch.tasks.push(TaskWrite {
+                task,
+                previous: None,
+            });
+        }
+        store.commit(&batch).unwrap();
+        store
+    }
+
+    /// Every page of `filter` with pages of `size`, each below the last id of the one
+    /// before.
+    fn pages(store: &RedbStore, mut filter: TaskFilter, size: usize) -> Vec<Vec<u64>> {
+        filter.limit = Some(size);
+        let mut pages = Vec::new();
+        loop {
+            let page: Vec<u64> = store.list(&filter).unwrap().iter().map(|t| t.id).collect();
+            if page.is_empty() {
+                return pages;
+            }
+            filter.before = page.last().copied();
+            pages.push(page);
+        }
+    }
+
+    #[test]
+    fn lists_page_newest_first_below_the_cursor_with_every_filter() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path());
+        let all = TaskFilter::default();
+        assert_eq!(
+            pages(&store, all, 4),
+            vec![vec![10, 9, 8, 7], vec![6, 5, 4, 3], vec![2, 1]]
+        );
+        let statuses = TaskFilter {
+            status: vec![TaskStatus::Queued, TaskStatus::Running],
+            ..TaskFilter::default()
+        };
+        assert_eq!(
+            pages(&store, statuses, 3),
+            vec![vec![10, 9, 8], vec![7, 6, 5], vec![4, 3, 2], vec![1]]
+        );
+        let queued = TaskFilter {
+            status: vec![TaskStatus::Queued],
+            ..TaskFilter::default()
+        };
+        assert_eq!(
+            pages(&store, queued, 2),
+            vec![vec![9, 7], vec![5, 3], vec![1]]
+        );
+        let labelled_queued = TaskFilter {
+            status: vec![TaskStatus::Queued],
+            label: Some("three".into()),
+            ..TaskFilter::default()
+        };
+        assert_eq!(pages(&store, labelled_queued, 1), vec![vec![9], vec![3]]);
+        let below_one = TaskFilter {
+            before: Some(1),
+            ..TaskFilter::default()
+        };
+        assert!(store.list(&below_one).unwrap().is_empty());
+    }
+}

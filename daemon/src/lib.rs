@@ -140,6 +140,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         logs_dir: logs_dir.clone(),
         data_dir: data_dir.clone(),
         max_log_bytes: cli.max_log_bytes,
+        supervise: !cli.no_supervisor,
+        binary: std::env::current_exe().context("finding the daemon's own binary")?,
+        supervisor_grace: cli.supervisor_grace,
     })
     .context("preparing the directory of task parameters")?;
     let parts = EngineParts {

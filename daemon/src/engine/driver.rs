@@ -7,7 +7,7 @@
 //! running attempt (the runner's way of stopping it), and the conversion of the runner's
 //! [`Report`]s, which arrive on their own channel, into inputs.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use chrono::Utc;
 use orch_protocol::{Event, TaskId};
@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::effects::{Answer, Effects, Step, Timer};
-use super::state::{EngineState, interrupted_attempts};
+use super::state::{EngineState, running_attempts};
 use super::{EngineHandle, Input};
 use crate::events::EventBus;
 use crate::runner::{Launch, Report, ReportKind, Runner};
@@ -42,6 +42,9 @@ pub struct Engine {
     executor: Executor,
     /// The token of each running attempt, with the attempt's number.
     attempts: HashMap<TaskId, (u32, CancellationToken)>,
+    /// Attempts whose end was reported since the last step was prepared: once that step
+    /// is durable, the runner lets go of what it kept for them.
+    ended: Vec<(TaskId, u32)>,
 }
 
 /// What carries out a step's effects, on the committer's thread, once it is durable.
@@ -64,32 +67,48 @@ struct Work {
     removed_logs: Vec<TaskId>,
     progress_written: bool,
     stopped: Vec<tokio::sync::oneshot::Sender<()>>,
+    ended: Vec<(TaskId, u32)>,
 }
 
 impl Engine {
-    /// Stops the processes interrupted attempts left running, rebuilds the engine from
-    /// the store's snapshot, commits the recovery, and starts the engine task. Returns the
-    /// handle and the task's join handle.
+    /// Takes over the attempts still under a supervisor, stops the processes interrupted
+    /// attempts left running, rebuilds the engine from the store's snapshot, commits the
+    /// recovery, and starts the engine task. Returns the handle and the task's join
+    /// handle.
     pub async fn start(
         snapshot: Snapshot,
         parts: EngineParts,
     ) -> Result<(EngineHandle, tokio::task::JoinHandle<()>), StoreError> {
         let (sender, inbox) = mpsc::unbounded_channel();
         let (reporter, reports) = mpsc::unbounded_channel();
-        crate::orphans::kill_leftovers(parts.runner.data_dir(), &interrupted_attempts(&snapshot));
-        let (state, recovery) = EngineState::recover(snapshot, parts.parallel_limit, Utc::now());
+        let runner = parts.runner.with_reports(reporter);
+        let runtime = tokio::runtime::Handle::current();
+        // -- taking over supervised attempts (issue 15) --
+        let running = running_attempts(&snapshot);
+        let adopted = runner.take_over(&runtime, &running);
+        let adopted_ids: HashSet<TaskId> = adopted.iter().map(|a| a.id).collect();
+        let interrupted = running.iter().map(|(id, _)| *id);
+        let interrupted = interrupted.filter(|id| !adopted_ids.contains(id)).collect();
+        crate::orphans::kill_leftovers(runner.data_dir(), &interrupted);
+        let attempts = adopted.into_iter().map(|a| (a.id, (a.attempt, a.token)));
+        let attempts = attempts.collect();
+        // -- end --
+        let now = Utc::now();
+        let (state, recovery) =
+            EngineState::recover(snapshot, parts.parallel_limit, now, &adopted_ids);
         let executor = Executor {
             bus: parts.bus,
-            runner: parts.runner.with_reports(reporter),
+            runner,
             mailbox: sender.clone(),
             fatal: parts.fatal,
-            runtime: tokio::runtime::Handle::current(),
+            runtime,
         };
         let mut engine = Engine {
             state,
             committer: parts.committer,
             executor,
-            attempts: HashMap::new(),
+            attempts,
+            ended: Vec::new(),
         };
         let Step { batch, effects } = recovery;
         let work = engine.prepare(batch.events.clone(), effects);
@@ -138,6 +157,7 @@ impl Engine {
             && self.attempts.get(id).is_some_and(|(a, _)| a == attempt)
         {
             self.attempts.remove(id);
+            self.ended.push((*id, *attempt));
         }
         self.state.handle(input, Utc::now());
     }
@@ -186,6 +206,7 @@ impl Engine {
             removed_logs: effects.removed_logs,
             progress_written: effects.progress_written,
             stopped: effects.stopped,
+            ended: std::mem::take(&mut self.ended),
         }
     }
 }
@@ -213,6 +234,9 @@ impl Executor {
                 }
                 for id in work.removed_logs {
                     self.runner.remove_log(id);
+                }
+                for (id, attempt) in work.ended {
+                    self.runner.release(id, attempt);
                 }
             }
         }

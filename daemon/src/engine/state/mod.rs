@@ -48,7 +48,7 @@ use crate::runner::{Report, ReportKind};
 use crate::store::TaskWrite;
 use queue::ReadyQueue;
 
-pub use recovery::interrupted_attempts;
+pub use recovery::running_attempts;
 
 /// What came of a change request, in words, for the audit log.
 type Outcome = Result<String, String>;

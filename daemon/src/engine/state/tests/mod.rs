@@ -18,6 +18,8 @@ mod rollbacks;
 mod stopping;
 mod workflow_runs;
 
+use std::collections::HashSet;
+
 use chrono::{DateTime, TimeZone, Utc};
 use orch_protocol::{
     Actor, AttemptOutcome, ErrorReply, Task, TaskId, TaskSpec, TaskState, TaskStatus, Workflow,
@@ -149,14 +151,25 @@ struct Harness {
 impl Harness {
     /// An empty engine that runs `parallel` tasks at once.
     fn new(parallel: usize) -> Harness {
-        let (state, step) = EngineState::recover(Snapshot::default(), parallel, t0());
+        let (state, step) =
+            EngineState::recover(Snapshot::default(), parallel, t0(), &HashSet::new());
         assert!(step.is_empty());
         Harness { state, now: t0() }
     }
 
     /// The engine rebuilt from `snapshot` at `now`, and the recovery's step.
     fn restarted(snapshot: Snapshot, parallel: usize, now: DateTime<Utc>) -> (Harness, Step) {
-        let (state, step) = EngineState::recover(snapshot, parallel, now);
+        Self::adopting(snapshot, parallel, now, &HashSet::new())
+    }
+
+    /// [`Self::restarted`], with the running attempts of `adopted` taken over.
+    fn adopting(
+        snapshot: Snapshot,
+        parallel: usize,
+        now: DateTime<Utc>,
+        adopted: &HashSet<TaskId>,
+    ) -> (Harness, Step) {
+        let (state, step) = EngineState::recover(snapshot, parallel, now, adopted);
         (Harness { state, now }, step)
     }
 

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use orch_protocol::TaskStatus::{Cancelled, Failed, Queued, RetryWaiting};
 
 use super::*;
-use crate::engine::state::interrupted_attempts;
+use crate::engine::state::running_attempts;
 
 /// `h`'s committed state, restarted `ms` later.
 fn restart(h: &Harness, ms: i64) -> (Harness, Step) {
@@ -18,7 +18,7 @@ fn an_interrupted_attempt_follows_its_retry_policy() {
     let mut h = Harness::new(2);
     h.submit(vec![retrying(1, 1_000), task()]);
     let seq = h.state.next_seq;
-    assert_eq!(interrupted_attempts(&h.snapshot()), HashSet::from([1, 2]));
+    assert_eq!(running_attempts(&h.snapshot()), vec![(1, 1), (2, 1)]);
     let (mut h, step) = restart(&h, 10_000);
     assert_eq!(step.written(), vec![(1, RetryWaiting), (2, Failed)]);
     assert_eq!(

@@ -52,7 +52,7 @@ impl RequestKind {
             Request::Retry { .. } => RequestKind::Retry,
             Request::Watch { .. } => RequestKind::Watch,
             Request::Logs { .. } => RequestKind::Logs,
-            Request::Shutdown => RequestKind::Shutdown,
+            Request::Shutdown | Request::Handover => RequestKind::Shutdown,
             Request::Clean { .. } => RequestKind::Clean,
             Request::Audit { .. } => RequestKind::Audit,
             Request::AuditVerify => RequestKind::AuditVerify,

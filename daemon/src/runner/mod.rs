@@ -208,19 +208,19 @@ impl Runner {
             } else {
                 runner.run_here(launch).await
             };
+            if let ReportKind::NotStarted(reason) = &kind {
+                let (task, attempt) = (reporter.id, reporter.attempt);
+                tracing::warn!(task, attempt, %reason, "cannot start a task for lack of resources; it will be tried again");
+            }
             reporter.send(kind);
         });
     }
 
     /// Runs the attempt in this process to its end.
     async fn run_here(&self, launch: Launch) -> ReportKind {
-        let (task, attempt) = (launch.id, launch.attempt);
         match self.run(launch).await {
             Ok(outcome) => ReportKind::Exited(outcome),
-            Err(reason) => {
-                tracing::warn!(task, attempt, %reason, "cannot start a task for lack of resources; it will be tried again");
-                ReportKind::NotStarted(reason)
-            }
+            Err(reason) => ReportKind::NotStarted(reason),
         }
     }
 

@@ -164,9 +164,17 @@ impl AttemptDir {
         serde_json::from_slice(&bytes).ok()
     }
 
-    /// Records how the attempt ended, durably (the file and the directory entry synced).
-    pub fn write_outcome(&self, ended: &Ended) -> std::io::Result<()> {
+    /// Records how the attempt ended, atomically (a reader sees all of it or nothing);
+    /// with `sync`, durably too (the file and the directory entry synced). Without, the
+    /// file survives the death of any process but not of the machine: enough while a
+    /// daemon is connected, as it commits the outcome to the store itself.
+    pub fn write_outcome(&self, ended: &Ended, sync: bool) -> std::io::Result<()> {
         let json = serde_json::to_vec(ended).map_err(std::io::Error::other)?;
+        if !sync {
+            let tmp = self.0.join("outcome.json.tmp");
+            std::fs::write(&tmp, &json)?;
+            return std::fs::rename(&tmp, self.outcome_file());
+        }
         crate::files::write_atomically(&self.outcome_file(), &json, 0o600)?;
         std::fs::File::open(&self.0)?.sync_all()
     }
@@ -204,8 +212,11 @@ mod tests {
         assert_eq!(dir.read_outcome(), None);
         let ended =
             Ended::of(ReportKind::Exited(AttemptOutcome::TimedOut { after_ms: 5 })).unwrap();
-        dir.write_outcome(&ended).unwrap();
-        assert_eq!(dir.read_outcome(), Some(ended));
+        dir.write_outcome(&ended, true).unwrap();
+        assert_eq!(dir.read_outcome(), Some(ended.clone()));
+        let later = Ended::of(ReportKind::NotStarted("no fds".into())).unwrap();
+        dir.write_outcome(&later, false).unwrap();
+        assert_eq!(dir.read_outcome(), Some(later));
         dir.remove();
         assert!(!dir.path().exists());
     }

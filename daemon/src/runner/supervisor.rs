@@ -174,7 +174,8 @@ async fn supervise(dir: AttemptDir) -> Result<(), SuperviseError> {
         return Ok(());
     }
     let ended = Ended::of(kind).expect("an attempt ends with an exit");
-    dir.write_outcome(&ended)
+    // Synced only when no daemon is connected: a connected one commits it to the store.
+    dir.write_outcome(&ended, link.writer.is_none())
         .map_err(io("cannot record the outcome"))?;
     link.send(&Message::Ended).await;
     Ok(())

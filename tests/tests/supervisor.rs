@@ -82,7 +82,7 @@ fn tasks_that_end_while_the_daemon_is_down_are_recorded_not_run_again() {
             json!({"status": status, "attempts": 1})
         })
         .collect();
-    assert_eq!(tasks, json!(expected));
+    assert_eq!(tasks, json!(expected), "{}", nu.task_logs());
     assert!(runs(&ran).values().all(|n| *n == 1));
     assert_eq!(nu.json("orch task 1 | get error"), json!("exit code 1"));
 }

@@ -9,6 +9,9 @@
 //!   reused pid is never mistaken for one;
 //! - `outcome.json`: how the attempt ended ([`Ended`]), written atomically and synced by
 //!   the supervisor before it says so and exits;
+//! - `lock`: locked (flock) by the daemon before it starts the supervisor, and held by
+//!   the supervisor for its whole life through the descriptor it inherits (fd 3): a lock
+//!   that is taken means a supervisor lives, even one still starting;
 //! - `params.json` (large parameters) and `tmp/` (the attempt's `TMPDIR`).
 //!
 //! The daemon removes the directory once the outcome is committed.
@@ -139,6 +142,28 @@ impl AttemptDir {
     /// The attempt's private temporary directory (its `TMPDIR`).
     pub fn tmp(&self) -> PathBuf {
         self.0.join("tmp")
+    }
+
+    /// Creates and locks the lock file (see the module's doc); the lock lasts as long as
+    /// the returned file or a process that inherited it.
+    pub fn lock(&self) -> std::io::Result<std::fs::File> {
+        use std::os::fd::AsRawFd as _;
+        let file = std::fs::File::create(self.0.join("lock"))?;
+        // SAFETY: flock(2) on an open descriptor.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(file)
+    }
+
+    /// True when a supervisor holds the lock (it lives, or is starting).
+    pub fn is_locked(&self) -> bool {
+        use std::os::fd::AsRawFd as _;
+        let Ok(file) = std::fs::File::open(self.0.join("lock")) else {
+            return false;
+        };
+        // SAFETY: flock(2) on an open descriptor; the lock (if taken) goes with `file`.
+        unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) != 0 }
     }
 
     fn outcome_file(&self) -> PathBuf {

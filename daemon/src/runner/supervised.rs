@@ -73,6 +73,7 @@ impl Runner {
         };
         let what = dir.path().display().to_string();
         dir.create(&file).map_err(|e| StartError::of(&what, &e))?;
+        let lock = dir.lock().map_err(|e| StartError::of(&what, &e))?;
         let exe = &self.config.binary;
         let mut command = tokio::process::Command::new(exe);
         command
@@ -84,9 +85,11 @@ impl Runner {
             .process_group(0)
             .kill_on_drop(false);
         crate::files::restore_umask(&mut command);
+        pass_lock(&mut command, &lock);
         let mut child = command
             .spawn()
             .map_err(|e| StartError::of(&exe.display().to_string(), &e))?;
+        drop(lock); // the supervisor holds it now
         let stdout = child.stdout.take().expect("stdout is piped");
         let mut line = String::new();
         let _ = BufReader::new(stdout).read_line(&mut line).await;
@@ -226,9 +229,39 @@ impl Runner {
     }
 }
 
-/// Connects to the supervisor of `dir`, if one listens.
+/// How long a start waits for a supervisor that holds its lock but does not accept yet
+/// (one the previous daemon started an instant before it died).
+const STARTING_SUPERVISOR_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The supervisor's lock, inherited as descriptor 3 (see [`super::attempt_dir`]).
+fn pass_lock(command: &mut tokio::process::Command, lock: &std::fs::File) {
+    use std::os::fd::AsRawFd as _;
+    let fd = lock.as_raw_fd();
+    // SAFETY: the closure runs in the forked child before exec and only calls dup2(2),
+    // which is async-signal-safe; the new descriptor 3 does not close on exec.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::dup2(fd, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Connects to the supervisor of `dir`: at once if it listens; if it holds its lock but
+/// does not listen yet, once it does (for a while).
 fn connect(dir: &AttemptDir) -> Option<UnixStream> {
-    let stream = std::os::unix::net::UnixStream::connect(dir.socket()).ok()?;
+    let deadline = std::time::Instant::now() + STARTING_SUPERVISOR_WAIT;
+    let stream = loop {
+        match std::os::unix::net::UnixStream::connect(dir.socket()) {
+            Ok(stream) => break stream,
+            Err(_) if dir.is_locked() && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(_) => return None,
+        }
+    };
     stream.set_nonblocking(true).ok()?;
     UnixStream::from_std(stream).ok()
 }

@@ -48,6 +48,7 @@ pub enum SuperviseError {
 /// Runs the supervisor of the attempt in `dir` to its end; the process's exit code.
 pub fn main(dir: &std::path::Path) -> std::process::ExitCode {
     crate::files::set_private_umask();
+    keep_lock_from_task();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build();
@@ -197,6 +198,15 @@ async fn listen(
         let _ = to.send(command);
     }
     let _ = to.send(FromDaemon::Gone(n));
+}
+
+/// The attempt's lock (descriptor 3, from the daemon) stays with the supervisor: the
+/// task does not inherit it, so a task left behind never passes for a live supervisor.
+fn keep_lock_from_task() {
+    // SAFETY: fcntl(2) on descriptor 3 (failing harmlessly if it is not open).
+    unsafe {
+        libc::fcntl(3, libc::F_SETFD, libc::FD_CLOEXEC);
+    }
 }
 
 /// Tells the daemon that started it that the socket listens, then lets go of its

@@ -157,3 +157,33 @@ fn a_workflow_step_survives_five_kills_without_starting_twice() {
     let attempts = nu.json("orch tasks | get attempts | uniq");
     assert_eq!(attempts, json!([1]));
 }
+
+#[test]
+fn twenty_kills_over_mixed_tasks_complete_no_command_twice() {
+    let mut daemon = Daemon::start(&["--parallel", "10"]);
+    let nu = daemon.nu();
+    let ran = daemon.dir().join("ran.txt");
+    // Pauses of 0 to 0.9 s; every third task depends on the one before it.
+    nu.run(&format!(
+        "1..120 | each {{|i| {{command: [sh -c $'sleep 0.($i mod 10); echo $ORCH_TASK_ID >> {}'], \
+         after: (if $i mod 3 == 0 {{ [($i - 1)] }} else {{ [] }}), label: m, retries: 2, backoff: 10ms}} }} \
+         | orch submit | ignore",
+        ran.display()
+    ));
+    for round in 1..=20usize {
+        eventually(Duration::from_secs(60), "progress before the kill", || {
+            (runs(&ran).len() >= round * 5).then_some(())
+        });
+        daemon.kill9();
+        daemon.restart();
+    }
+    // Every task succeeds. (A rare attempt may still fail to start and be retried, which
+    // runs nothing twice.)
+    let statuses =
+        nu.json("orch tasks --label m | get id | orch wait --timeout 2min | get status | uniq");
+    assert_eq!(statuses, json!(["succeeded"]));
+    let runs = runs(&ran);
+    assert_eq!(runs.len(), 120);
+    let twice: Vec<_> = runs.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "ran more than once: {twice:?}");
+}

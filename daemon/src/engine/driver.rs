@@ -87,8 +87,13 @@ impl Engine {
         let running = running_attempts(&snapshot);
         let adopted = runner.take_over(&runtime, &running);
         let adopted_ids: HashSet<TaskId> = adopted.iter().map(|a| a.id).collect();
+        let launched: HashSet<TaskId> = adopted
+            .iter()
+            .filter(|a| a.launched)
+            .map(|a| a.id)
+            .collect();
         let interrupted = running.iter().map(|(id, _)| *id);
-        let interrupted = interrupted.filter(|id| !adopted_ids.contains(id)).collect();
+        let interrupted = interrupted.filter(|id| !launched.contains(id)).collect();
         crate::orphans::kill_leftovers(runner.data_dir(), &interrupted);
         let attempts = adopted.into_iter().map(|a| (a.id, (a.attempt, a.token)));
         let attempts = attempts.collect();

@@ -25,6 +25,11 @@ pub struct Adopted {
     pub attempt: u32,
     /// Cancelled to stop it.
     pub token: CancellationToken,
+    /// False for an attempt the previous daemon recorded as running but died before
+    /// launching (no supervisor ever bound its socket): it is reported as not started, and is tried
+    /// again without using an attempt; the processes a daemon without supervisors may
+    /// have left for it must be stopped first.
+    pub launched: bool,
 }
 
 impl Runner {
@@ -151,8 +156,9 @@ impl Runner {
 
     /// Takes over the attempts a previous daemon left `running` (in the store's order):
     /// an outcome recorded meanwhile is reported now, in that order; a live supervisor is
-    /// followed again. Those are returned; the others (no supervisor, no outcome) are
-    /// interrupted. Supervisors of attempts not in `running` are told to discard theirs.
+    /// followed again; an attempt never launched is reported as not started. Those are
+    /// returned; the others (a supervisor gone without an outcome) are interrupted.
+    /// Supervisors of attempts not in `running` are told to discard theirs.
     pub fn take_over(
         &self,
         runtime: &tokio::runtime::Handle,
@@ -183,13 +189,36 @@ impl Runner {
                         tracing::info!(task = id, attempt, outcome = ?ended.outcome, at_ms = ended.at_ms, "collected an attempt that ended while the daemon was down");
                         reporter.send(ended.report());
                     }
+                    // No supervisor ever listened: the daemon died before launching it.
+                    None if !dir.socket().exists() => {
+                        dir.remove();
+                        tracing::info!(
+                            task = id,
+                            attempt,
+                            "an attempt the previous daemon did not launch is tried again"
+                        );
+                        let reason = "the daemon stopped before starting it".to_string();
+                        reporter.send(ReportKind::NotStarted(reason));
+                        adopted.push(Adopted {
+                            id,
+                            attempt,
+                            token,
+                            launched: false,
+                        });
+                        continue;
+                    }
                     None => {
                         dir.remove();
                         continue;
                     }
                 },
             }
-            adopted.push(Adopted { id, attempt, token });
+            adopted.push(Adopted {
+                id,
+                attempt,
+                token,
+                launched: true,
+            });
         }
         self.discard_strays(running);
         adopted

@@ -108,7 +108,8 @@ async fn supervise(dir: AttemptDir) -> Result<(), SuperviseError> {
     let _ = std::fs::remove_file(dir.socket());
     let listener = UnixListener::bind(dir.socket()).map_err(io("cannot bind the socket"))?;
     crate::files::create_private_dir(&dir.tmp()).map_err(io("cannot create TMPDIR"))?;
-    announce_ready().map_err(io("cannot tell the daemon"))?;
+    // A daemon that died before reading it is no reason to stop: the next one takes over.
+    let _ = announce_ready();
     let data_dir = launch.config.data_dir.clone();
     let grace = launch.config.supervisor_grace;
     let (reports_tx, mut reports) = mpsc::unbounded_channel();
@@ -215,12 +216,11 @@ fn announce_ready() -> std::io::Result<()> {
     use std::io::Write as _;
     use std::os::fd::AsRawFd as _;
     let mut out = std::io::stdout();
-    writeln!(out, "{}", attempt_dir::READY)?;
-    out.flush()?;
+    let said = writeln!(out, "{}", attempt_dir::READY).and_then(|()| out.flush());
     let null = std::fs::OpenOptions::new().write(true).open("/dev/null")?;
     // SAFETY: dup2(2) on two open descriptors; replacing fd 1 only redirects later writes.
     if unsafe { libc::dup2(null.as_raw_fd(), 1) } < 0 {
         return Err(std::io::Error::last_os_error());
     }
-    Ok(())
+    said
 }

@@ -104,3 +104,34 @@ fn a_restart_keeps_the_queue_order_the_retry_timers_and_the_ids() {
     let (_, ids) = h.submit(vec![task()]);
     assert_eq!(ids, vec![5], "ids are never reused");
 }
+
+#[test]
+fn an_adopted_attempt_stays_running_and_its_outcome_releases_its_dependants() {
+    let mut h = Harness::new(1);
+    h.submit(vec![task()]);
+    h.submit(vec![after(&[1])]);
+    let later = h.now + chrono::Duration::milliseconds(1_000);
+    let (mut h, step) = Harness::adopting(h.snapshot(), 1, later, &HashSet::from([1]));
+    assert!(
+        step.written().is_empty(),
+        "nothing to record: {:?}",
+        step.written()
+    );
+    assert_eq!(h.status(1), TaskStatus::Running);
+    assert!(h.turn(vec![]).launched().is_empty(), "its slot is taken");
+    let step = h.exit(1, 0);
+    assert_eq!(step.launched(), vec![2]);
+    assert_eq!(h.task(1).attempts.len(), 1);
+}
+
+#[test]
+fn an_adopted_workflow_step_keeps_its_workflow_slot() {
+    let mut h = Harness::new(8);
+    let (_, summary) = h.submit_workflow(chain());
+    let (a, b) = (h.step_task(summary.id, "a"), h.step_task(summary.id, "b"));
+    let later = h.now + chrono::Duration::milliseconds(1_000);
+    let (mut h, step) = Harness::adopting(h.snapshot(), 8, later, &HashSet::from([a]));
+    assert!(step.written().is_empty());
+    assert_eq!(h.exit(a, 0).launched(), vec![b]);
+    assert_eq!(h.task(a).attempts.len(), 1, "the step started once");
+}

@@ -7,7 +7,8 @@
 #
 #   bench/supervisor.sh [N]        (default N=10000)
 #
-# Needs nu 0.115.1 on PATH, bc. Builds the release binaries first. Prints a Markdown table.
+# Needs nu 0.115.1 on PATH, bc. Builds the release binaries first (ORCH_BENCH_NO_BUILD=1:
+# uses those in target/release as they are). Prints a Markdown table.
 set -euo pipefail
 N=${1:-10000}
 STEPS=1000
@@ -20,7 +21,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cargo build --release --workspace --bins --manifest-path "$ROOT/Cargo.toml" >&2
+[[ -n ${ORCH_BENCH_NO_BUILD:-} ]] || cargo build --release --workspace --bins --manifest-path "$ROOT/Cargo.toml" >&2
 BIN="$ROOT/target/release"
 REG="$WORK/plugins.msgpackz"
 nu -n -c "plugin add --plugin-config '$REG' '$BIN/nu_plugin_orchestrator'"

@@ -64,12 +64,12 @@ impl Runner {
     }
 
     /// Writes the launch file, starts the supervisor, waits until its socket listens and
-    /// connects to it.
+    /// connects to it (no connection when it has ended already).
     async fn start_supervisor(
         &self,
         dir: &AttemptDir,
         launch: &Launch,
-    ) -> Result<(UnixStream, Child), StartError> {
+    ) -> Result<(Option<UnixStream>, Child), StartError> {
         let file = LaunchFile {
             config: (*self.config).clone(),
             id: launch.id,
@@ -103,9 +103,9 @@ impl Runner {
             let why = format!("the supervisor did not start ({status:?}; see supervisors.log)");
             return Err(StartError::Failed(why));
         }
-        let stream = UnixStream::connect(dir.socket())
-            .await
-            .map_err(|e| StartError::of("the supervisor's socket", &e))?;
+        // A quick attempt may be over (and its supervisor gone) before this connects: its
+        // outcome is in its directory all the same.
+        let stream = UnixStream::connect(dir.socket()).await.ok();
         Ok((stream, child))
     }
 
@@ -130,12 +130,14 @@ impl Runner {
     async fn follow(
         &self,
         dir: AttemptDir,
-        stream: UnixStream,
+        stream: Option<UnixStream>,
         token: CancellationToken,
         reporter: Reporter,
         child: Option<Child>,
     ) -> ReportKind {
-        exchange(stream, &token, &reporter).await;
+        if let Some(stream) = stream {
+            exchange(stream, &token, &reporter).await;
+        }
         if let Some(mut child) = child {
             let _ = child.wait().await;
         }
@@ -179,7 +181,7 @@ impl Runner {
                     let (runner, token) = (self.clone(), token.clone());
                     runtime.spawn(async move {
                         let kind = runner
-                            .follow(dir, stream, token, reporter.clone(), None)
+                            .follow(dir, Some(stream), token, reporter.clone(), None)
                             .await;
                         reporter.send(kind);
                     });

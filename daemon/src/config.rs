@@ -166,6 +166,17 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub retain_audit: Option<std::time::Duration>,
 
+    /// Run attempts as the daemon's own children instead of under a supervisor each:
+    /// spawning is cheaper (see docs/benchmarks.md), but a daemon crash, restart or
+    /// upgrade then interrupts every running attempt.
+    #[arg(long)]
+    pub no_supervisor: bool,
+
+    /// How long a supervisor lets its attempt run with no daemon connected before it
+    /// stops it (`30min`, `2h`). Default: for ever (the next daemon takes it over).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub supervisor_grace: Option<std::time::Duration>,
+
     /// A tool to run instead of the daemon.
     #[command(subcommand)]
     pub tool: Option<Tool>,
@@ -177,6 +188,12 @@ pub enum Tool {
     /// The audit log's archived segments.
     #[command(subcommand)]
     Audit(AuditTool),
+    /// Supervise one attempt (started by the daemon, never by hand).
+    #[command(hide = true)]
+    Supervise {
+        /// The attempt's directory.
+        dir: PathBuf,
+    },
 }
 
 /// `audit ...` tools.

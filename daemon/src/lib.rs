@@ -140,6 +140,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         logs_dir: logs_dir.clone(),
         data_dir: data_dir.clone(),
         max_log_bytes: cli.max_log_bytes,
+        supervise: !cli.no_supervisor,
+        binary: std::env::current_exe().context("finding the daemon's own binary")?,
+        supervisor_grace: cli.supervisor_grace,
     })
     .context("preparing the directory of task parameters")?;
     let parts = EngineParts {
@@ -189,6 +192,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         limits: Arc::new(server::limits::Limits::from_cli(&cli)),
         started_at: chrono::Utc::now(),
         shutdown: shutdown.clone(),
+        leave_running: Default::default(),
     });
     let http = http_parts.map(|(listener, tokens)| {
         let (bus, store, testenvs) = (&ctx.bus, ctx.store.clone(), ctx.testenvs.clone());
@@ -207,8 +211,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             "a state change could not be committed to the store; stopped without acting on it (see orchestrator.log)"
         );
     }
-    tracing::info!("stopping: running tasks are stopped and requeued");
-    engine.shutdown().await;
+    let leave_running =
+        ctx.leave_running.load(std::sync::atomic::Ordering::SeqCst) && !cli.no_supervisor;
+    if leave_running {
+        tracing::info!("stopping: running tasks are left to their supervisors");
+    } else {
+        tracing::info!("stopping: running tasks are stopped and requeued");
+    }
+    engine.shutdown(leave_running).await;
     let _ = engine_task.await;
     drop(ctx);
     drop(engine);

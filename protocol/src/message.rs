@@ -98,6 +98,11 @@ pub enum Request {
     },
     /// Stop the daemon gracefully. Answered by [`Response::ShuttingDown`].
     Shutdown,
+    /// Stop the daemon, leaving running attempts to their supervisors: the next daemon
+    /// on the same data directory takes them over (a restart or an upgrade). Answered by
+    /// [`Response::ShuttingDown`]. A daemon running without supervisors stops them as for
+    /// [`Request::Shutdown`].
+    Handover,
     /// Remove finished tasks (and their logs) from the store. Tasks that a kept task
     /// depends on stay. Answered by [`Response::Removed`].
     Clean {

@@ -1,6 +1,8 @@
 //! `kill -9` of the daemon mid-run, then a restart: nothing queued is lost, nothing that
 //! succeeded runs again, interrupted attempts follow their retry policy, and processes
-//! the dead daemon left behind are stopped.
+//! the dead daemon left behind are stopped. The tests about interrupted attempts run the
+//! daemon with `--no-supervisor` (with supervisors, running attempts survive the kill:
+//! see supervisor.rs).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -13,7 +15,7 @@ fn ids(value: serde_json::Value) -> BTreeSet<u64> {
 
 #[test]
 fn kill_9_mid_run_loses_nothing_and_repeats_no_success() {
-    let mut daemon = Daemon::start(&["--parallel", "4"]);
+    let mut daemon = Daemon::start(&["--parallel", "4", "--no-supervisor"]);
     let nu = daemon.nu();
     let out = daemon.dir().join("ran.txt");
     let script = format!("sleep 0.2; echo $ORCH_TASK_ID >> {}", out.display());
@@ -67,7 +69,7 @@ fn kill_9_mid_run_loses_nothing_and_repeats_no_success() {
 
 #[test]
 fn an_interrupted_task_without_retries_fails_and_its_leftover_process_is_stopped() {
-    let mut daemon = Daemon::start(&[]);
+    let mut daemon = Daemon::start(&["--no-supervisor"]);
     let nu = daemon.nu();
     let pid_file = daemon.dir().join("leader.pid");
     nu.run(&format!(

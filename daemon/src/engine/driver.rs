@@ -7,7 +7,7 @@
 //! running attempt (the runner's way of stopping it), and the conversion of the runner's
 //! [`Report`]s, which arrive on their own channel, into inputs.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use chrono::Utc;
@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::effects::{Answer, Effects, Step, Timer};
 use super::records::StoreRecords;
-use super::state::{EngineState, interrupted_attempts};
+use super::state::{EngineState, running_attempts};
 use super::{EngineHandle, Input};
 use crate::events::EventBus;
 use crate::runner::{Launch, Report, ReportKind, Runner};
@@ -46,6 +46,9 @@ pub struct Engine {
     executor: Executor,
     /// The token of each running attempt, with the attempt's number.
     attempts: HashMap<TaskId, (u32, CancellationToken)>,
+    /// Attempts whose end was reported since the last step was prepared: once that step
+    /// is durable, the runner lets go of what it kept for them.
+    ended: Vec<(TaskId, u32)>,
 }
 
 /// What carries out a step's effects, on the committer's thread, once it is durable.
@@ -69,19 +72,37 @@ struct Work {
     progress_written: bool,
     stopped: Vec<tokio::sync::oneshot::Sender<()>>,
     settled: Option<u64>,
+    ended: Vec<(TaskId, u32)>,
 }
 
 impl Engine {
-    /// Stops the processes interrupted attempts left running, rebuilds the engine from
-    /// the store's snapshot, commits the recovery, and starts the engine task. Returns the
-    /// handle and the task's join handle.
+    /// Takes over the attempts still under a supervisor, stops the processes interrupted
+    /// attempts left running, rebuilds the engine from the store's snapshot, commits the
+    /// recovery, and starts the engine task. Returns the handle and the task's join
+    /// handle.
     pub async fn start(
         snapshot: Snapshot,
         parts: EngineParts,
     ) -> Result<(EngineHandle, tokio::task::JoinHandle<()>), StoreError> {
         let (sender, inbox) = mpsc::unbounded_channel();
         let (reporter, reports) = mpsc::unbounded_channel();
-        crate::orphans::kill_leftovers(parts.runner.data_dir(), &interrupted_attempts(&snapshot));
+        let runner = parts.runner.with_reports(reporter);
+        let runtime = tokio::runtime::Handle::current();
+        // Attempts still under their supervisors are taken over; the others interrupted.
+        let running = running_attempts(&snapshot);
+        let adopted = runner.take_over(&runtime, &running);
+        let adopted_ids: HashSet<TaskId> = adopted.iter().map(|a| a.id).collect();
+        let launched: HashSet<TaskId> = adopted
+            .iter()
+            .filter(|a| a.launched)
+            .map(|a| a.id)
+            .collect();
+        let interrupted = running.iter().map(|(id, _)| *id);
+        let interrupted = interrupted.filter(|id| !launched.contains(id)).collect();
+        crate::orphans::kill_leftovers(runner.data_dir(), &interrupted);
+        let attempts = adopted.into_iter().map(|a| (a.id, (a.attempt, a.token)));
+        let attempts = attempts.collect();
+        let now = Utc::now();
         let records = StoreRecords {
             store: parts.store,
             fatal: parts.fatal.clone(),
@@ -90,7 +111,8 @@ impl Engine {
             snapshot,
             Box::new(records),
             parts.parallel_limit,
-            Utc::now(),
+            now,
+            &adopted_ids,
         );
         let (held, queued) = state.held();
         tracing::info!(
@@ -100,16 +122,17 @@ impl Engine {
         );
         let executor = Executor {
             bus: parts.bus,
-            runner: parts.runner.with_reports(reporter),
+            runner,
             mailbox: sender.clone(),
             fatal: parts.fatal,
-            runtime: tokio::runtime::Handle::current(),
+            runtime,
         };
         let mut engine = Engine {
             state,
             committer: parts.committer,
             executor,
-            attempts: HashMap::new(),
+            attempts,
+            ended: Vec::new(),
         };
         let Step { batch, effects } = recovery;
         let work = engine.prepare(batch.events.clone(), effects);
@@ -162,6 +185,7 @@ impl Engine {
             && self.attempts.get(id).is_some_and(|(a, _)| a == attempt)
         {
             self.attempts.remove(id);
+            self.ended.push((*id, *attempt));
         }
         self.state.handle(input, Utc::now());
     }
@@ -211,6 +235,7 @@ impl Engine {
             progress_written: effects.progress_written,
             stopped: effects.stopped,
             settled: effects.settled,
+            ended: std::mem::take(&mut self.ended),
         }
     }
 }
@@ -241,6 +266,9 @@ impl Executor {
                 }
                 if let Some(step) = work.settled {
                     let _ = self.mailbox.send(Input::Committed { step });
+                }
+                for (id, attempt) in work.ended {
+                    self.runner.release(id, attempt);
                 }
             }
         }

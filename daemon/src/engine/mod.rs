@@ -118,10 +118,14 @@ pub enum Command {
         /// Answered once it is durable.
         reply: Reply<()>,
     },
-    /// Stop starting tasks, stop the running ones, requeue them durably, then answer.
+    /// Stop starting tasks, stop the running ones (unless `leave_running`), requeue them
+    /// durably, then answer.
     Shutdown {
-        /// Answered when nothing runs any more and everything is committed.
+        /// Answered when nothing runs any more (or, leaving them running, at once) and
+        /// everything is committed.
         done: oneshot::Sender<()>,
+        /// Running attempts go on under their supervisors, for the next daemon.
+        leave_running: bool,
     },
 }
 
@@ -165,10 +169,14 @@ impl EngineHandle {
         rx.await.map_err(|_| stopping())?
     }
 
-    /// Asks the engine to stop and waits until it has.
-    pub async fn shutdown(&self) {
+    /// Asks the engine to stop (stopping running attempts unless `leave_running`) and
+    /// waits until it has.
+    pub async fn shutdown(&self, leave_running: bool) {
         let (done, rx) = oneshot::channel();
-        let input = Input::Request(Command::Shutdown { done });
+        let input = Input::Request(Command::Shutdown {
+            done,
+            leave_running,
+        });
         if self.sender.send(input).is_ok() {
             let _ = rx.await;
         }

@@ -69,4 +69,7 @@ pub struct Context {
     pub started_at: DateTime<Utc>,
     /// Cancelled to stop the daemon.
     pub shutdown: CancellationToken,
+    /// Set (before `shutdown` is cancelled) when the stop leaves running attempts to
+    /// their supervisors.
+    pub leave_running: std::sync::atomic::AtomicBool,
 }

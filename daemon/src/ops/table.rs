@@ -319,6 +319,7 @@ pub const OPERATIONS: &[Operation] = &[
         )],
     ),
     op("daemon.shutdown", Some(K::Shutdown), Needs(Admin), &[]),
+    op("daemon.handover", Some(K::Handover), Needs(Admin), &[]),
 ];
 
 /// The operation a socket request asks for.

@@ -8,13 +8,22 @@
 //!   scripts; how parameters are passed is [`crate::nu_command`]'s, which builds the
 //!   process.
 //!
+//! - [`supervisor`]: the supervisor process each attempt runs under (unless supervision
+//!   is off), which outlives the daemon; [`supervised`]: the daemon's side of it (start,
+//!   follow, take over after a restart); [`attempt_dir`]: what they share on disk.
+//!
 //! A timeout or a cancel stops the whole process group: SIGTERM, then SIGKILL after a
 //! grace period.
 
+mod attempt_dir;
 mod log;
 mod params;
+mod supervised;
+mod supervisor;
 
 pub use log::{DEFAULT_MAX_LOG_BYTES, log_path};
+pub use supervised::Adopted;
+pub use supervisor::{SuperviseError, main as supervisor_main};
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -72,7 +81,7 @@ pub enum ReportKind {
 }
 
 /// Settings for running tasks.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct RunnerConfig {
     /// The `nu` binary for Nushell tasks.
     pub nu_binary: PathBuf,
@@ -84,6 +93,15 @@ pub struct RunnerConfig {
     /// The largest a task's log file may grow (all attempts together); later output is
     /// discarded, after one line saying so.
     pub max_log_bytes: u64,
+    /// Each attempt runs under a supervisor process that outlives the daemon (see
+    /// [`supervisor`]); without, attempts are the daemon's children and a daemon stop
+    /// interrupts them.
+    pub supervise: bool,
+    /// The binary supervisors run (the daemon's own).
+    pub binary: PathBuf,
+    /// How long a supervisor lets its attempt run with no daemon connected before it
+    /// stops it (`None`: for ever).
+    pub supervisor_grace: Option<Duration>,
 }
 
 /// Why an attempt could not be started.
@@ -129,6 +147,9 @@ impl Reporter {
 pub struct Runner {
     config: Arc<RunnerConfig>,
     reports: Option<mpsc::UnboundedSender<Report>>,
+    /// In a supervisor: the attempt's directory, which holds its parameters file and its
+    /// `TMPDIR`.
+    scratch: Option<Arc<attempt_dir::AttemptDir>>,
 }
 
 impl Runner {
@@ -140,7 +161,17 @@ impl Runner {
         Ok(Runner {
             config: Arc::new(config),
             reports: None,
+            scratch: None,
         })
+    }
+
+    /// The runner of a supervisor, for the attempt whose directory is `dir`.
+    fn in_supervisor(config: RunnerConfig, dir: &Path) -> Runner {
+        Runner {
+            config: Arc::new(config),
+            reports: None,
+            scratch: Some(Arc::new(attempt_dir::AttemptDir::at(dir))),
+        }
     }
 
     /// Deletes the log of a removed task (a task that printed nothing has none).
@@ -171,16 +202,25 @@ impl Runner {
         let runner = self.clone();
         runtime.spawn(async move {
             let reporter = runner.reporter(&launch);
-            let kind = match runner.run(launch).await {
-                Ok(outcome) => ReportKind::Exited(outcome),
-                Err(reason) => {
-                    let (task, attempt) = (reporter.id, reporter.attempt);
-                    tracing::warn!(task, attempt, %reason, "cannot start a task for lack of resources; it will be tried again");
-                    ReportKind::NotStarted(reason)
-                }
+            let kind = if runner.config.supervise {
+                runner.run_supervised(launch).await
+            } else {
+                runner.run_here(launch).await
             };
+            if let ReportKind::NotStarted(reason) = &kind {
+                let (task, attempt) = (reporter.id, reporter.attempt);
+                tracing::warn!(task, attempt, %reason, "cannot start a task for lack of resources; it will be tried again");
+            }
             reporter.send(kind);
         });
+    }
+
+    /// Runs the attempt in this process to its end.
+    async fn run_here(&self, launch: Launch) -> ReportKind {
+        match self.run(launch).await {
+            Ok(outcome) => ReportKind::Exited(outcome),
+            Err(reason) => ReportKind::NotStarted(reason),
+        }
     }
 
     fn reporter(&self, launch: &Launch) -> Reporter {
@@ -249,10 +289,13 @@ impl Runner {
             id: launch.id,
             attempt: launch.attempt,
         };
-        let params_file = self
-            .config
-            .params_dir()
-            .join(format!("{}-{}.json", launch.id, launch.attempt));
+        let params_file = match &self.scratch {
+            Some(dir) => dir.params_file(),
+            None => self
+                .config
+                .params_dir()
+                .join(format!("{}-{}.json", launch.id, launch.attempt)),
+        };
         let mut command = NuCommand::new(
             &self.config.nu_binary,
             program,
@@ -267,6 +310,13 @@ impl Runner {
         {
             command = command.env("DOCKER_HOST", host);
         }
+        if let Some(dir) = self
+            .scratch
+            .as_ref()
+            .filter(|_| !spec.env.contains_key("TMPDIR"))
+        {
+            command = command.env("TMPDIR", dir.tmp());
+        }
         let (mut process, params_file) = command
             .envs(&spec.env)
             .build(&spec.params, &params_file)
@@ -275,6 +325,9 @@ impl Runner {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(false);
+        if self.scratch.is_some() {
+            die_with_parent(&mut process);
+        }
         let child = process.spawn().map_err(|e| match &spec.kind {
             TaskKind::Command { program, .. } => StartError::of(program, &e),
             _ => StartError::of(&self.config.nu_binary.display().to_string(), &e),
@@ -333,6 +386,19 @@ async fn stop_group(child: &mut Child) {
     }
     // Members of the group that outlived the leader get no second chance.
     signal_group(pid, libc::SIGKILL);
+}
+
+/// In a supervisor: the task's main process is killed if the supervisor dies (a
+/// supervisor killed outright leaves an interrupted attempt, not a stray process).
+fn die_with_parent(process: &mut tokio::process::Command) {
+    // SAFETY: the closure runs in the forked child before exec and only calls prctl(2),
+    // which is async-signal-safe.
+    unsafe {
+        process.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
 }
 
 fn signal_group(pgid: u32, signal: libc::c_int) {

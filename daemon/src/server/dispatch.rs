@@ -56,7 +56,8 @@ pub async fn dispatch(
         Request::Logs { id, follow } => {
             return super::streams::task_log(ctx, conn, id, follow).await;
         }
-        Request::Shutdown => return shutdown(ctx, conn).await,
+        Request::Shutdown => return shutdown(ctx, conn, false).await,
+        Request::Handover => return shutdown(ctx, conn, true).await,
         Request::Clean { filter } => ops::tasks::clean(ctx, actor, filter)
             .await
             .map(|ids| Response::Removed { ids }),
@@ -138,7 +139,11 @@ async fn send_tasks(
 
 /// `Shutdown`: recorded, answered, then the daemon stops; the connection stays open until
 /// the process exits, so the client sees its end exactly then.
-async fn shutdown(ctx: &Context, conn: &mut Connection) -> std::io::Result<()> {
+async fn shutdown(
+    ctx: &Context,
+    conn: &mut Connection,
+    leave_running: bool,
+) -> std::io::Result<()> {
     if let Err(e) = ops::daemon::record_shutdown(ctx, conn.actor.clone()).await {
         return conn.send_error(e).await;
     }
@@ -146,6 +151,10 @@ async fn shutdown(ctx: &Context, conn: &mut Connection) -> std::io::Result<()> {
         tracing::warn!(error = %e, "cannot hold the stopping client's connection until exit");
     }
     let sent = conn.send(&Response::ShuttingDown).await;
+    if leave_running {
+        ctx.leave_running
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
     ctx.shutdown.cancel();
     sent
 }

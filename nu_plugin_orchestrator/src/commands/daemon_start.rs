@@ -169,7 +169,9 @@ fn shell_env(engine: &EngineInterface) -> Result<Vec<(String, String)>, LabeledE
     Ok(out)
 }
 
-fn spawn_detached(
+/// Starts `command` (the daemon) detached from the shell's session, with the shell's
+/// environment, its standard error going to `stderr_path`.
+pub(super) fn spawn_detached(
     mut command: Command,
     engine: &EngineInterface,
     stderr_path: &Path,
@@ -207,7 +209,8 @@ fn spawn_detached(
     })
 }
 
-fn wait_until_ready(
+/// Waits until the started daemon answers (or exits, or `wait` passes).
+pub(super) fn wait_until_ready(
     mut child: Child,
     engine: &EngineInterface,
     stderr_path: &Path,

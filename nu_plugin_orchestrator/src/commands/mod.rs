@@ -14,6 +14,7 @@ mod batch_file;
 mod by_id;
 mod cancel;
 mod clean;
+mod daemon_handover;
 mod daemon_start;
 mod daemon_status;
 mod daemon_stop;
@@ -69,6 +70,8 @@ pub fn all() -> Vec<Box<dyn PluginCommand<Plugin = OrchestratorPlugin>>> {
         Box::new(group::DAEMON),
         Box::new(daemon_start::DaemonStart),
         Box::new(daemon_stop::DaemonStop),
+        Box::new(daemon_handover::DaemonRestart),
+        Box::new(daemon_handover::DaemonUpgrade),
         Box::new(daemon_status::DaemonStatus),
         Box::new(group::WORKFLOW),
         Box::new(group::WORKFLOW_SUBMIT),

@@ -49,7 +49,7 @@ use crate::store::TaskWrite;
 use queue::ReadyQueue;
 
 pub use live::Records;
-pub use recovery::interrupted_attempts;
+pub use recovery::running_attempts;
 
 /// What came of a change request, in words, for the audit log.
 type Outcome = Result<String, String>;
@@ -237,7 +237,10 @@ impl EngineState {
                 let outcome = self.retry(id, reply);
                 self.audit_on(actor, "retry", id, outcome);
             }
-            Command::Shutdown { done } => self.begin_shutdown(done),
+            Command::Shutdown {
+                done,
+                leave_running,
+            } => self.begin_shutdown(done, leave_running),
         }
     }
 
@@ -252,8 +255,14 @@ impl EngineState {
         self.answer(reply, Ok(env));
     }
 
-    /// Stops starting tasks and stops the running ones (they are requeued as they end).
-    fn begin_shutdown(&mut self, done: oneshot::Sender<()>) {
+    /// Stops starting tasks and stops the running ones (they are requeued as they end);
+    /// with `leave_running`, leaves them running and is done at once.
+    fn begin_shutdown(&mut self, done: oneshot::Sender<()>, leave_running: bool) {
+        if leave_running {
+            self.step.effects.stopped.push(done);
+            self.lifecycle = Lifecycle::Stopped;
+            return;
+        }
         match &mut self.lifecycle {
             Lifecycle::Stopping(waiters) => waiters.push(done),
             _ => self.lifecycle = Lifecycle::Stopping(vec![done]),

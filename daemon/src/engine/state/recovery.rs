@@ -1,44 +1,50 @@
 //! Rebuilding the engine after a restart.
 //!
 //! Queued tasks go back in the queue, blocked ones wait on their dependencies again,
-//! retry timers are re-armed, and an attempt that was running when the daemon died is
+//! retry timers are re-armed. An attempt that was running when the daemon died and that
+//! the runner took over (its supervisor still runs, or recorded its outcome: see
+//! [`running_attempts`]) stays running, and its outcome arrives as a report. Any other is
 //! recorded as interrupted and follows the task's retry policy (the driver stops the
-//! processes it left running first: see [`interrupted_attempts`]). An interrupted workflow
-//! step is queued again without using a retry (steps are idempotent, and the crash was
-//! not the step's fault), so a workflow goes on from where it stopped. Succeeded tasks are
-//! left alone, so they never run again. Only live work is read back: queued tasks outside
-//! workflows come as ids and priorities (their records stay in the store until they start)
-//! and finished ones outside workflows not at all.
+//! processes it left running first). An interrupted workflow step is queued again without
+//! using a retry (steps are idempotent, and the crash was not the step's fault), so a
+//! workflow goes on from where it stopped. Succeeded tasks are left alone, so they never
+//! run again. Only live work is read back: queued tasks outside workflows come as ids and
+//! priorities (their records stay in the store until they start) and finished ones outside
+//! workflows not at all.
 
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
 use orch_protocol::{AttemptOutcome, StepRef, TaskId, TaskState, Workflow, WorkflowState};
 
-use super::{EngineState, Records};
+use super::{EngineState, Records, Running};
 use crate::engine::effects::Step;
 use crate::store::Snapshot;
 
-/// The tasks whose attempt was running when the last daemon stopped: the processes they
+/// The attempts that were running when the last daemon stopped, in the store's order:
+/// the runner takes over those still under a supervisor, and the processes the others
 /// left must be stopped before the engine recovers them.
-pub fn interrupted_attempts(snapshot: &Snapshot) -> HashSet<TaskId> {
+pub fn running_attempts(snapshot: &Snapshot) -> Vec<(TaskId, u32)> {
     snapshot
         .tasks
         .iter()
-        .filter(|t| matches!(t.state, TaskState::Running { .. }))
-        .map(|t| t.id)
+        .filter_map(|t| match t.state {
+            TaskState::Running { attempt, .. } => Some((t.id, attempt)),
+            _ => None,
+        })
         .collect()
 }
 
 impl EngineState {
     /// The engine rebuilt from `snapshot` at `now`, and the step recording the recovery
     /// (interrupted attempts settled, retry timers re-armed), to commit before anything
-    /// else happens.
+    /// else happens. The running attempts of the tasks in `adopted` go on running.
     pub fn recover(
         snapshot: Snapshot,
         records: Box<dyn Records>,
         parallel_limit: usize,
         now: DateTime<Utc>,
+        adopted: &HashSet<TaskId>,
     ) -> (EngineState, Step) {
         let next_seq = snapshot.last_event_seq + 1;
         let mut state = EngineState::empty(records, parallel_limit, next_seq, now);
@@ -52,9 +58,12 @@ impl EngineState {
             .max()
             .unwrap_or(0);
         state.next_id = highest.max(snapshot.last_task_id) + 1;
-        let mut interrupted = Vec::new();
+        let (mut interrupted, mut resumed) = (Vec::new(), Vec::new());
         for task in snapshot.tasks {
             match &task.state {
+                TaskState::Running { attempt, .. } if adopted.contains(&task.id) => {
+                    resumed.push((task.id, *attempt));
+                }
                 TaskState::Running { attempt, .. } => interrupted.push((task.id, *attempt)),
                 TaskState::RetryWaiting {
                     retry_at,
@@ -74,6 +83,9 @@ impl EngineState {
             state.ready.push(priority, id);
         }
         state.recover_workflows(snapshot.workflows);
+        for (id, attempt) in resumed {
+            state.resume(id, attempt);
+        }
         for (id, attempt) in interrupted {
             state.interrupted(id, attempt);
         }
@@ -81,6 +93,16 @@ impl EngineState {
         state.step.effects.settled = state.close_step();
         let step = std::mem::take(&mut state.step);
         (state, step)
+    }
+
+    /// Counts attempt `attempt` of `id`, taken over by the runner, as running (with its
+    /// workflow's slot); its outcome comes as a report.
+    fn resume(&mut self, id: TaskId, attempt: u32) {
+        let stop = None;
+        self.running.insert(id, Running { attempt, stop });
+        if let Some(step) = &self.tasks[&id].spec.workflow {
+            *self.workflow_running.entry(step.workflow).or_default() += 1;
+        }
     }
 
     /// Settles attempt `attempt` of `id`, which a daemon stop interrupted.

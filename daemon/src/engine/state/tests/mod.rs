@@ -22,6 +22,8 @@ mod rollbacks;
 mod stopping;
 mod workflow_runs;
 
+use std::collections::HashSet;
+
 use chrono::{DateTime, TimeZone, Utc};
 use orch_protocol::{
     Actor, AttemptOutcome, ErrorReply, Task, TaskId, TaskSpec, TaskState, TaskStatus, Workflow,
@@ -193,7 +195,8 @@ impl Harness {
     fn new(parallel: usize) -> Harness {
         let stored = Stored::default();
         let records = Box::new(stored.clone());
-        let (state, step) = EngineState::recover(Snapshot::default(), records, parallel, t0());
+        let (state, step) =
+            EngineState::recover(Snapshot::default(), records, parallel, t0(), &HashSet::new());
         assert!(step.is_empty());
         Harness {
             state,
@@ -205,9 +208,20 @@ impl Harness {
     /// The engine rebuilt at `now` from what this one committed, and the recovery's step
     /// (applied to the store and settled).
     fn restarted(&self, parallel: usize, now: DateTime<Utc>) -> (Harness, Step) {
+        self.adopting(parallel, now, &HashSet::new())
+    }
+
+    /// [`Self::restarted`], with the running attempts of `adopted` taken over.
+    fn adopting(
+        &self,
+        parallel: usize,
+        now: DateTime<Utc>,
+        adopted: &HashSet<TaskId>,
+    ) -> (Harness, Step) {
         let stored = self.stored.clone();
         let records = Box::new(stored.clone());
-        let (state, mut step) = EngineState::recover(self.snapshot(), records, parallel, now);
+        let (state, mut step) =
+            EngineState::recover(self.snapshot(), records, parallel, now, adopted);
         let mut h = Harness { state, stored, now };
         h.settle(&mut step);
         (h, step)

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use orch_protocol::TaskStatus::{Cancelled, Failed, Queued, RetryWaiting};
 
 use super::*;
-use crate::engine::state::interrupted_attempts;
+use crate::engine::state::running_attempts;
 
 /// `h`'s committed state, restarted `ms` later.
 fn restart(h: &Harness, ms: i64) -> (Harness, Step) {
@@ -18,7 +18,7 @@ fn an_interrupted_attempt_follows_its_retry_policy() {
     let mut h = Harness::new(2);
     h.submit(vec![retrying(1, 1_000), task()]);
     let seq = h.state.next_seq;
-    assert_eq!(interrupted_attempts(&h.snapshot()), HashSet::from([1, 2]));
+    assert_eq!(running_attempts(&h.snapshot()), vec![(1, 1), (2, 1)]);
     let (mut h, step) = restart(&h, 10_000);
     assert_eq!(step.written(), vec![(1, RetryWaiting), (2, Failed)]);
     assert_eq!(
@@ -103,4 +103,35 @@ fn a_restart_keeps_the_queue_order_the_retry_timers_and_the_ids() {
     assert_eq!(h.exit(2, 0).launched(), vec![4]);
     let (_, ids) = h.submit(vec![task()]);
     assert_eq!(ids, vec![5], "ids are never reused");
+}
+
+#[test]
+fn an_adopted_attempt_stays_running_and_its_outcome_releases_its_dependants() {
+    let mut h = Harness::new(1);
+    h.submit(vec![task()]);
+    h.submit(vec![after(&[1])]);
+    let later = h.now + chrono::Duration::milliseconds(1_000);
+    let (mut h, step) = h.adopting(1, later, &HashSet::from([1]));
+    assert!(
+        step.written().is_empty(),
+        "nothing to record: {:?}",
+        step.written()
+    );
+    assert_eq!(h.status(1), TaskStatus::Running);
+    assert!(h.turn(vec![]).launched().is_empty(), "its slot is taken");
+    let step = h.exit(1, 0);
+    assert_eq!(step.launched(), vec![2]);
+    assert_eq!(h.task(1).attempts.len(), 1);
+}
+
+#[test]
+fn an_adopted_workflow_step_keeps_its_workflow_slot() {
+    let mut h = Harness::new(8);
+    let (_, summary) = h.submit_workflow(chain());
+    let (a, b) = (h.step_task(summary.id, "a"), h.step_task(summary.id, "b"));
+    let later = h.now + chrono::Duration::milliseconds(1_000);
+    let (mut h, step) = h.adopting(8, later, &HashSet::from([a]));
+    assert!(step.written().is_empty());
+    assert_eq!(h.exit(a, 0).launched(), vec![b]);
+    assert_eq!(h.task(a).attempts.len(), 1, "the step started once");
 }

@@ -6,7 +6,10 @@ use super::*;
 
 fn shutdown(h: &mut Harness) -> (Step, oneshot::Receiver<()>) {
     let (done, stopped) = oneshot::channel();
-    let step = h.turn(vec![Input::Request(Command::Shutdown { done })]);
+    let step = h.turn(vec![Input::Request(Command::Shutdown {
+        done,
+        leave_running: false,
+    })]);
     (step, stopped)
 }
 

@@ -1,0 +1,189 @@
+//! Running attempts survive a daemon crash: each runs under a supervisor that outlives
+//! the daemon; the next daemon re-attaches to it, or collects the outcome it recorded
+//! while the daemon was down. Nothing runs twice.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use orch_e2e::{Daemon, eventually};
+use serde_json::json;
+
+/// How often each task id appears in `file` (one line per run).
+fn runs(file: &std::path::Path) -> BTreeMap<u64, usize> {
+    let mut runs = BTreeMap::new();
+    for line in std::fs::read_to_string(file).unwrap_or_default().lines() {
+        *runs.entry(line.trim().parse().unwrap()).or_default() += 1;
+    }
+    runs
+}
+
+fn wait_running(nu: &orch_e2e::Nu, n: u64) {
+    eventually(Duration::from_secs(60), "the tasks to run", || {
+        let running = nu.json("orch tasks --status running | length").as_u64();
+        (running == Some(n)).then_some(())
+    });
+}
+
+#[test]
+fn fifty_running_tasks_survive_kill_9_with_one_attempt_each_and_whole_logs() {
+    let mut daemon = Daemon::start(&["--parallel", "50"]);
+    let nu = daemon.nu();
+    let ran = daemon.dir().join("ran.txt");
+    let script = format!(
+        "echo start; sleep 3; echo done; echo $ORCH_TASK_ID >> {}",
+        ran.display()
+    );
+    nu.run(&format!(
+        "1..50 | each {{ {{command: [sh -c '{script}'], label: s}} }} | orch submit | ignore"
+    ));
+    wait_running(&nu, 50);
+    daemon.kill9();
+    daemon.restart();
+    let tasks = nu.json(
+        "orch tasks --label s | get id | orch wait --timeout 2min | select status attempts | uniq",
+    );
+    assert_eq!(tasks, json!([{"status": "succeeded", "attempts": 1}]));
+    let logs = nu.json("orch tasks --label s | get id | each {|id| orch logs $id } | uniq");
+    assert_eq!(logs, json!(["start\ndone\n"]));
+    let runs = runs(&ran);
+    assert_eq!(runs.len(), 50);
+    assert!(runs.values().all(|n| *n == 1), "{runs:?}");
+}
+
+#[test]
+fn tasks_that_end_while_the_daemon_is_down_are_recorded_not_run_again() {
+    let mut daemon = Daemon::start(&["--parallel", "8"]);
+    let nu = daemon.nu();
+    let ran = daemon.dir().join("ran.txt");
+    let gate = daemon.dir().join("gate");
+    let script = format!(
+        "while [ ! -f {} ]; do sleep 0.02; done; echo $ORCH_TASK_ID >> {}; exit $(( ORCH_TASK_ID % 2 ))",
+        gate.display(),
+        ran.display()
+    );
+    nu.run(&format!(
+        "1..6 | each {{ {{command: [sh -c '{script}'], label: g}} }} | orch submit | ignore; orch submit --after 2 echo dependant | ignore"
+    ));
+    wait_running(&nu, 6);
+    daemon.kill9();
+    std::fs::write(&gate, "").unwrap();
+    eventually(Duration::from_secs(20), "the tasks to end", || {
+        (runs(&ran).len() == 6).then_some(())
+    });
+    daemon.restart();
+    let tasks = nu.json("1..7 | orch wait --timeout 1min | select status attempts");
+    let expected: Vec<_> = (1..=7)
+        .map(|i| {
+            let status = if i % 2 == 1 && i < 7 {
+                "failed"
+            } else {
+                "succeeded"
+            };
+            json!({"status": status, "attempts": 1})
+        })
+        .collect();
+    assert_eq!(tasks, json!(expected), "{}", nu.task_logs());
+    assert!(runs(&ran).values().all(|n| *n == 1));
+    assert_eq!(nu.json("orch task 1 | get error"), json!("exit code 1"));
+}
+
+#[test]
+fn a_timeout_and_a_cancel_issued_before_the_crash_still_take_effect() {
+    let mut daemon = Daemon::start(&[]);
+    let nu = daemon.nu();
+    // Task 1 outlives SIGTERM (its trap notes it, and a second sleep starts), so its
+    // cancel waits out the grace period (3 s) before the KILL; the daemon dies in between.
+    // Task 2's timeout passes while the daemon is down.
+    let termed = daemon.dir().join("termed");
+    nu.run(&format!(
+        "orch submit [sh -c 'trap \"touch {}\" TERM; sleep 60; sleep 60'] | ignore; \
+         orch submit --timeout 2sec sleep 60 | ignore",
+        termed.display()
+    ));
+    wait_running(&nu, 2);
+    let mut cancel = nu.spawn("orch cancel 1");
+    eventually(
+        Duration::from_secs(10),
+        "the cancel to reach the task",
+        || termed.exists().then_some(()),
+    );
+    daemon.kill9();
+    let _ = cancel.wait();
+    std::thread::sleep(Duration::from_secs(4));
+    daemon.restart();
+    let tasks = nu.json("orch wait 1 2 | select status attempts");
+    assert_eq!(
+        tasks,
+        json!([{"status": "cancelled", "attempts": 1}, {"status": "failed", "attempts": 1}])
+    );
+    assert_eq!(
+        nu.json("orch task 2 | get error"),
+        json!("timed out after 2s")
+    );
+}
+
+#[test]
+fn a_workflow_step_survives_five_kills_without_starting_twice() {
+    let mut daemon = Daemon::start(&[]);
+    let nu = daemon.nu();
+    let step = |id: &str, deps: &[&str], wait: bool| {
+        let hold = if wait {
+            "; while not ('gate' | path exists) { sleep 20ms }"
+        } else {
+            ""
+        };
+        json!({"id": id, "type": "nu", "dependencies": deps,
+               "nu": format!("\"{id}\\n\" | save -a runs.txt{hold}")})
+    };
+    let workflow = json!({"name": "held", "operations": [
+        step("s1", &[], false), step("s2", &["s1"], true), step("s3", &["s2"], false),
+    ]});
+    let id = nu.json(&format!(
+        "'{workflow}' | from json | orch workflow submit batch | get id"
+    ));
+    for _ in 0..5 {
+        wait_running(&nu, 1);
+        daemon.kill9();
+        daemon.restart();
+    }
+    wait_running(&nu, 1);
+    std::fs::write(daemon.dir().join("gate"), "").unwrap();
+    let done = nu.json(&format!(
+        "orch watch --workflow {id} --all | last | ignore; orch workflow show {id} | get status"
+    ));
+    assert_eq!(done, "succeeded");
+    let runs = std::fs::read_to_string(daemon.dir().join("runs.txt")).unwrap();
+    assert_eq!(runs, "s1\ns2\ns3\n");
+    let attempts = nu.json("orch tasks | get attempts | uniq");
+    assert_eq!(attempts, json!([1]));
+}
+
+#[test]
+fn twenty_kills_over_mixed_tasks_complete_no_command_twice() {
+    let mut daemon = Daemon::start(&["--parallel", "10"]);
+    let nu = daemon.nu();
+    let ran = daemon.dir().join("ran.txt");
+    // Pauses of 0 to 0.9 s; every third task depends on the one before it.
+    nu.run(&format!(
+        "1..120 | each {{|i| {{command: [sh -c $'sleep 0.($i mod 10); echo $ORCH_TASK_ID >> {}'], \
+         after: (if $i mod 3 == 0 {{ [($i - 1)] }} else {{ [] }}), label: m, retries: 2, backoff: 10ms}} }} \
+         | orch submit | ignore",
+        ran.display()
+    ));
+    for round in 1..=20usize {
+        eventually(Duration::from_secs(60), "progress before the kill", || {
+            (runs(&ran).len() >= round * 5).then_some(())
+        });
+        daemon.kill9();
+        daemon.restart();
+    }
+    // Every task succeeds. (A rare attempt may still fail to start and be retried, which
+    // runs nothing twice.)
+    let statuses =
+        nu.json("orch tasks --label m | get id | orch wait --timeout 2min | get status | uniq");
+    assert_eq!(statuses, json!(["succeeded"]));
+    let runs = runs(&ran);
+    assert_eq!(runs.len(), 120);
+    let twice: Vec<_> = runs.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "ran more than once: {twice:?}");
+}

@@ -37,7 +37,7 @@ pub const QUICK_REPAIR_FROM: u64 = 64 << 20;
 const CACHE_BYTES: usize = 16 << 20;
 
 /// How many commits go by between two looks at the file's size.
-const SIZE_CHECK_EVERY: u64 = 1024;
+const SIZE_CHECK_EVERY: u64 = 16;
 
 /// Whether commits use redb's quick repair: from the moment the file is larger than
 /// [`QUICK_REPAIR_FROM`] (looked at on open and every [`SIZE_CHECK_EVERY`] commits), for

@@ -191,8 +191,10 @@ impl Runner {
                         tracing::info!(task = id, attempt, outcome = ?ended.outcome, at_ms = ended.at_ms, "collected an attempt that ended while the daemon was down");
                         reporter.send(ended.report());
                     }
-                    // No supervisor ever listened: the daemon died before launching it.
-                    None if !dir.socket().exists() => {
+                    // The daemon made the directory but died before its supervisor came up
+                    // (no directory: a daemon without supervisors ran it, or died even
+                    // earlier; it is interrupted, as before).
+                    None if dir.path().exists() && !dir.socket().exists() => {
                         dir.remove();
                         tracing::info!(
                             task = id,

@@ -54,7 +54,7 @@ pub use workflow::*;
 
 /// Version of the wire protocol. Bumped on any incompatible change; both sides refuse a
 /// peer with another version.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// The largest frame body either side accepts, in bytes.
 pub const MAX_FRAME_LEN: usize = 16 * 1024 * 1024;

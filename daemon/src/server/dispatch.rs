@@ -57,9 +57,14 @@ pub async fn dispatch(
             return super::streams::task_log(ctx, conn, id, follow).await;
         }
         Request::Shutdown => return shutdown(ctx, conn).await,
-        Request::Clean { filter } => ops::tasks::clean(ctx, actor, filter)
-            .await
-            .map(|ids| Response::Removed { ids }),
+        Request::Clean { filter } => {
+            ops::tasks::clean(ctx, actor, filter)
+                .await
+                .map(|removed| Response::Removed {
+                    ids: removed.tasks,
+                    workflows: removed.workflows,
+                })
+        }
         Request::Audit { filter } => {
             ops::audit::list(ctx, &filter).map(|entries| Response::Audit { entries })
         }

@@ -1,17 +1,26 @@
-//! Removing finished tasks (`orch clean`): the records in the batch, their logs once
-//! the removal is durable.
+//! Removing finished tasks and workflows (`orch clean` and the daemon's retention): the
+//! records [`retention::select`] chooses, their logs once the removal is durable.
 
-use std::collections::HashSet;
+use orch_protocol::{Actor, ErrorKind, ErrorReply, EventKind};
 
-use orch_protocol::{CleanFilter, ErrorKind, ErrorReply, EventKind, TaskId};
-
+use super::retention::{self, Rule, Selection};
 use super::{EngineState, Outcome, Reply};
 
 impl EngineState {
-    /// Removes the finished tasks `filter` selects, except those a kept task depends on
-    /// (a retry of the kept task needs them); returns the outcome for the audit log.
-    pub(super) fn clean(&mut self, filter: CleanFilter, reply: Reply<Vec<TaskId>>) -> Outcome {
-        if let Some(status) = filter.status.iter().find(|s| !s.is_final()) {
+    /// Removes what `rule` selects (see [`retention`]) and records the request in the
+    /// audit log (a retention run only when it removed something).
+    pub(super) fn clean(&mut self, actor: Actor, rule: Rule, reply: Reply<Selection>) {
+        let params = serde_json::to_value(&rule).expect("rules serialize");
+        let quiet = rule.retention;
+        let (outcome, removed) = self.remove(rule, reply);
+        if removed > 0 || !quiet {
+            self.audit(actor, "clean", params, outcome);
+        }
+    }
+
+    /// Removes what `rule` selects; the outcome and how many records went.
+    fn remove(&mut self, rule: Rule, reply: Reply<Selection>) -> (Outcome, usize) {
+        if let Some(status) = rule.status.iter().find(|s| !s.is_final()) {
             let error = ErrorReply::field(
                 ErrorKind::BadRequest,
                 "status",
@@ -20,58 +29,26 @@ impl EngineState {
                     status.as_str()
                 ),
             );
-            return self.refuse(reply, error);
+            return (self.refuse(reply, error), 0);
         }
-        let ids = self.removable(&filter);
-        for id in &ids {
+        let selection = retention::select(&self.tasks, &self.workflows, &rule, self.now);
+        for id in &selection.tasks {
+            self.log_event(*id, EventKind::Removed);
             let task = self.tasks.remove(id).expect("selected from the map");
             self.step.batch.removals.push(task);
-            self.log_event(*id, EventKind::Removed);
         }
-        let outcome = Ok(format!("removed {} tasks", ids.len()));
-        self.step.effects.removed_logs.extend(&ids);
-        self.answer(reply, Ok(ids));
-        outcome
-    }
-
-    /// The selected finished tasks that no kept task depends on (hard or soft), oldest
-    /// first. Workflow steps and compensations stay: their workflow's record refers to
-    /// them and a later rollback needs their outcome.
-    fn removable(&self, filter: &CleanFilter) -> Vec<TaskId> {
-        let cutoff = filter
-            .older_than_ms
-            .and_then(|ms| chrono::Duration::try_milliseconds(ms.min(i64::MAX as u64) as i64))
-            .and_then(|age| self.now.checked_sub_signed(age));
-        let mut selected: HashSet<TaskId> = self
-            .tasks
-            .values()
-            .filter(|t| t.spec.workflow.is_none())
-            .filter(|t| {
-                let Some(finished) = t.state.finished_at() else {
-                    return false;
-                };
-                (filter.status.is_empty() || filter.status.contains(&t.state.status()))
-                    && cutoff.is_none_or(|c| finished <= c)
-            })
-            .map(|t| t.id)
-            .collect();
-        // Keeping one task keeps what it depends on, which may keep more: repeat until
-        // nothing changes.
-        loop {
-            let needed: HashSet<TaskId> = self
-                .tasks
-                .values()
-                .filter(|t| !selected.contains(&t.id))
-                .flat_map(|t| t.spec.after.iter().chain(&t.spec.soft_after).copied())
-                .collect();
-            let before = selected.len();
-            selected.retain(|id| !needed.contains(id));
-            if selected.len() == before {
-                break;
-            }
+        for id in &selection.workflows {
+            self.log_workflow_event(*id, EventKind::Removed);
+            self.workflows.remove(id);
+            self.step.batch.workflow_removals.push(*id);
         }
-        let mut ids: Vec<TaskId> = selected.into_iter().collect();
-        ids.sort_unstable();
-        ids
+        let mut outcome = format!("removed {} tasks", selection.tasks.len());
+        if !selection.workflows.is_empty() {
+            outcome += &format!(" and {} workflows", selection.workflows.len());
+        }
+        self.step.effects.removed_logs.extend(&selection.tasks);
+        let removed = selection.len();
+        self.answer(reply, Ok(selection));
+        (Ok(outcome), removed)
     }
 }

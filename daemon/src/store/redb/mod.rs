@@ -11,7 +11,9 @@
 //! - `workflows`: workflow id → workflow record (JSON): its steps, their compensations
 //!   and its state.
 //! - `test_envs`: test environment id → its record (JSON).
-//! - `meta`: the highest task (or workflow, or test environment) id ever assigned.
+//! - `meta`: the highest task (or workflow, or test environment) id ever assigned, the
+//!   last event removed by the event retention and the highest sequence number ever
+//!   logged (so that a trimmed log's numbering does not restart).
 //!
 //! Opening (creation, the integrity check, redb's panics) is in `open`; how a batch
 //! becomes one transaction is in `write`; the audit log's tables, reads and appends are in
@@ -41,6 +43,8 @@ const TEST_ENVS: TableDefinition<u64, &[u8]> = TableDefinition::new("test_envs")
 
 /// The highest task id ever assigned (ids are never reused, even after `orch clean`).
 const LAST_TASK_ID: &str = "last_task_id";
+/// The events up to this sequence number were removed (`--retain-events`).
+const EVENTS_REMOVED_THROUGH: &str = "events_removed_through";
 
 /// A [`Store`] in a redb database file.
 pub struct RedbStore {
@@ -226,10 +230,19 @@ impl Store for RedbStore {
     fn last_event_seq(&self) -> Result<u64, StoreError> {
         let txn = self.db.begin_read().map_err(backend)?;
         let table = txn.open_table(EVENTS).map_err(backend)?;
-        Ok(table
+        let last = table
             .last()
             .map_err(backend)?
-            .map_or(0, |(seq, _)| seq.value()))
+            .map_or(0, |(seq, _)| seq.value());
+        // A log trimmed to nothing still numbers on from what it removed.
+        Ok(last.max(self.events_removed_through()?))
+    }
+
+    fn events_removed_through(&self) -> Result<u64, StoreError> {
+        let txn = self.db.begin_read().map_err(backend)?;
+        let meta = txn.open_table(META).map_err(backend)?;
+        let through = meta.get(EVENTS_REMOVED_THROUGH).map_err(backend)?;
+        Ok(through.map_or(0, |v| v.value()))
     }
 
     fn count_by_status(&self) -> Result<Vec<(TaskStatus, u64)>, StoreError> {
@@ -314,6 +327,44 @@ mod tests {
         };
         let ids: Vec<_> = store.list(&filter).unwrap().iter().map(|t| t.id).collect();
         assert_eq!(ids, vec![3, 1]);
+    }
+
+    #[test]
+    fn trimmed_events_are_gone_for_good_and_the_numbering_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.redb");
+        let event = |seq| Event {
+            seq,
+            at: Utc::now(),
+            task: 1,
+            workflow: None,
+            kind: orch_protocol::EventKind::Queued,
+        };
+        {
+            let store = RedbStore::open(&path).unwrap();
+            let batch = WriteBatch {
+                events: (1..=5).map(event).collect(),
+                ..WriteBatch::default()
+            };
+            store.commit(&batch).unwrap();
+            let trim = |through| WriteBatch {
+                events_removed_through: Some(through),
+                ..WriteBatch::default()
+            };
+            store.commit(&trim(3)).unwrap();
+            let kept: Vec<_> = store
+                .events_after(0, 10)
+                .unwrap()
+                .iter()
+                .map(|e| e.seq)
+                .collect();
+            assert_eq!(kept, vec![4, 5]);
+            store.commit(&trim(5)).unwrap();
+        }
+        let store = RedbStore::open(&path).unwrap();
+        assert!(store.events_after(0, 10).unwrap().is_empty());
+        assert_eq!(store.events_removed_through().unwrap(), 5);
+        assert_eq!(store.load().unwrap().last_event_seq, 5);
     }
 
     #[test]

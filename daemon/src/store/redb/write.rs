@@ -6,7 +6,8 @@ use ::redb::{ReadableTable, WriteTransaction};
 use orch_protocol::TaskStatus;
 
 use super::{
-    BY_STATUS, COUNTS, EVENTS, LAST_TASK_ID, META, QUEUE, TASKS, TEST_ENVS, WORKFLOWS, queue_key,
+    BY_STATUS, COUNTS, EVENTS, EVENTS_REMOVED_THROUGH, LAST_TASK_ID, META, QUEUE, TASKS, TEST_ENVS,
+    WORKFLOWS, queue_key,
 };
 use crate::store::WriteBatch;
 
@@ -44,10 +45,19 @@ pub(super) fn apply(txn: &WriteTransaction, batch: &WriteBatch) -> Result<(), re
         let body = serde_json::to_vec(event).expect("events always serialize");
         events.insert(event.seq, body.as_slice())?;
     }
+    if let Some(through) = batch.events_removed_through {
+        events.retain_in(..=through, |_, _| false)?;
+        let mut meta = txn.open_table(META)?;
+        let before = meta.get(EVENTS_REMOVED_THROUGH)?.map_or(0, |v| v.value());
+        meta.insert(EVENTS_REMOVED_THROUGH, through.max(before))?;
+    }
     let mut workflows = txn.open_table(WORKFLOWS)?;
     for workflow in &batch.workflows {
         let body = serde_json::to_vec(workflow).expect("workflow records always serialize");
         workflows.insert(workflow.id, body.as_slice())?;
+    }
+    for id in &batch.workflow_removals {
+        workflows.remove(*id)?;
     }
     let mut envs = txn.open_table(TEST_ENVS)?;
     for env in &batch.test_envs {

@@ -13,6 +13,7 @@ mod dependencies;
 mod ordering;
 mod progress;
 mod restarts;
+mod retention;
 mod retries;
 mod rollbacks;
 mod stopping;

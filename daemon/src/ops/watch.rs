@@ -43,16 +43,16 @@ pub fn watch(
     Ok(stream)
 }
 
-/// How far the event retention removed the log; a `since` before that is refused (the
-/// events after it are not all there).
+/// How far the event retention removed the log; a `since` other than 0 (the whole log
+/// that is kept) before that is refused: the events after it are not all there.
 fn removed_through(ctx: &Context, since: Option<u64>) -> Result<u64, AppError> {
     let removed = ctx.store.events_removed_through()?;
     match since {
-        Some(seq) if seq < removed => Err(AppError::field(
+        Some(seq) if seq > 0 && seq < removed => Err(AppError::field(
             AppErrorKind::Invalid,
             "since",
             format!(
-                "the events up to {removed} were removed by the event retention (--retain-events); watch from since {removed} or later, or without since"
+                "the events up to {removed} were removed by the event retention (--retain-events); watch from since {removed} or later, since 0 for all that is kept, or without since"
             ),
         )),
         _ => Ok(removed),

@@ -5,19 +5,19 @@
 use std::time::{Duration, Instant};
 
 use orch_e2e::{Daemon, eventually};
-use orch_protocol::{Request, Response, TaskStatus};
+use orch_protocol::{Request, Response};
 
 use super::{audited_removals, log_ids, task_ids};
 
 /// More than two batches of finished tasks.
 const BACKLOG: u64 = 22_000;
 
-/// How many tasks have succeeded, asked straight over the socket (quicker than `nu`, to
+/// How many tasks the store holds, asked straight over the socket (quicker than `nu`, to
 /// catch the run between two batches).
-fn succeeded(daemon: &Daemon) -> Option<u64> {
+fn stored(daemon: &Daemon) -> Option<u64> {
     let mut client = orch_protocol::Client::connect(&daemon.socket(), "e2e").ok()?;
     match client.call(&Request::Health).ok()? {
-        Response::Health(report) => report.counts.get(&TaskStatus::Succeeded).copied(),
+        Response::Health(report) => Some(report.counts.values().sum()),
         _ => None,
     }
 }
@@ -28,17 +28,21 @@ fn kill_9_mid_retention_then_restart_removes_exactly_what_it_should() {
     let nu = daemon.nu();
     let gate = daemon.dir().join("gate");
     // 1-20 print (so they have logs); 21 is pinned by its label; 22 waits on a gate and
-    // needs 1, which must stay; then a backlog of tasks that print nothing.
+    // needs 1, which must stay; the backlog waits on 23, cancelled: it never runs, and is
+    // final at once (dependency_failed).
     nu.run(&format!(
         "1..20 | each {{|i| {{command: [echo $i]}} }} | orch submit | ignore; \
          orch submit --label pinned echo pinned | ignore; \
          [{{command: [sh -c 'while [ ! -f {} ]; do sleep 0.05; done; echo done'], after: [1], retries: 5}}] | orch submit | ignore; \
-         1..{BACKLOG} | each {{|i| {{command: [true]}} }} | orch submit | ignore",
+         orch submit sleep 1000 | ignore; \
+         1..{BACKLOG} | each {{|i| {{command: [true], after: [23]}} }} | orch submit | ignore; \
+         orch wait ...(1..21 | each {{|i| $i }}) | ignore; orch cancel 23 | ignore",
         gate.display()
     ));
-    let total = BACKLOG + 21;
-    eventually(Duration::from_secs(600), "the backlog run", || {
-        (succeeded(&daemon) == Some(total)).then_some(())
+    let total = BACKLOG + 23;
+    eventually(Duration::from_secs(60), "the backlog final", || {
+        let final_ = nu.json("orch health | get tasks.dependency_failed");
+        (final_ == BACKLOG).then_some(())
     });
     assert!(log_ids(&daemon.data_dir()).is_superset(&(1..=21).collect()));
     daemon.kill9();
@@ -54,17 +58,17 @@ fn kill_9_mid_retention_then_restart_removes_exactly_what_it_should() {
     // Killed as soon as the first batch is durable, before the last one is.
     let deadline = Instant::now() + Duration::from_secs(120);
     let at_kill = loop {
-        let now = succeeded(&daemon).unwrap_or(total);
+        let now = stored(&daemon).unwrap_or(total);
         if now < total {
             break now;
         }
         assert!(Instant::now() < deadline, "the retention did not start");
     };
     daemon.kill9();
-    assert!(at_kill > 2, "killed mid-run ({at_kill} left)");
+    assert!(at_kill > 3, "killed mid-run ({at_kill} left)");
     daemon.restart();
     eventually(Duration::from_secs(120), "the rest removed", || {
-        (succeeded(&daemon) == Some(2)).then_some(())
+        (stored(&daemon) == Some(3)).then_some(())
     });
     assert_eq!(task_ids(&nu), [1, 21, 22].into());
     // The logs of the removed tasks are gone, those of the kept ones stay.
@@ -74,7 +78,7 @@ fn kill_9_mid_retention_then_restart_removes_exactly_what_it_should() {
             .then_some(())
     });
     // Every removal is in the audit log once, with the daemon as its actor.
-    assert_eq!(audited_removals(&nu), total - 2);
+    assert_eq!(audited_removals(&nu), total - 3);
     assert_eq!(
         nu.json("orch audit verify | get intact"),
         serde_json::Value::Bool(true)

@@ -40,6 +40,8 @@ impl EngineState {
         for id in &selection.workflows {
             self.log_workflow_event(*id, EventKind::Removed);
             self.workflows.remove(id);
+            self.workflow_running.remove(id);
+            self.deferred.remove(id);
             self.step.batch.workflow_removals.push(*id);
         }
         let mut outcome = format!("removed {} tasks", selection.tasks.len());

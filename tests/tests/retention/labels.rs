@@ -73,4 +73,14 @@ fn a_bad_retention_is_refused_naming_the_flag_and_the_value() {
         err.contains("--retain-finished") && err.contains("soon"),
         "{err}"
     );
+    // And good ones are passed on.
+    let policy = elsewhere.json(
+        "orch daemon start --data-dir other --retain-finished 2days --retain-label [a=1h b=never] --retain-events 7days | ignore; \
+         orch health | get retention | reject events_removed_through",
+    );
+    assert_eq!(
+        policy,
+        json!({"finished": "2days", "labels": {"a": "1h", "b": "never"}, "events": "7days"})
+    );
+    elsewhere.run("orch daemon stop | ignore");
 }

@@ -133,3 +133,35 @@ fn check(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clean_limit_outside_one_batch_is_refused_naming_the_field() {
+        for limit in [0, MAX_CLEAN_BATCH + 1] {
+            let filter = CleanFilter {
+                limit: Some(limit),
+                ..CleanFilter::default()
+            };
+            let error = clean_rule(filter).unwrap_err();
+            assert_eq!(error.field.as_deref(), Some("limit"));
+            assert!(
+                error.message.contains(&limit.to_string()),
+                "{}",
+                error.message
+            );
+        }
+        let rule = clean_rule(CleanFilter::default()).unwrap();
+        assert_eq!(
+            (rule.keep, rule.limit, rule.workflows, rule.retention),
+            (
+                Keep::For(std::time::Duration::ZERO),
+                MAX_CLEAN_BATCH,
+                false,
+                false
+            )
+        );
+    }
+}

@@ -177,6 +177,25 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub supervisor_grace: Option<std::time::Duration>,
 
+    /// Remove finished tasks and workflows (their records and logs) this
+    /// long after they finished (`30d`, `12h`, or `never`, the default), checked at start
+    /// and every tenth of the shortest retention (between a second and an hour). What a
+    /// kept task depends on stays; a workflow goes as a whole, once it and all its tasks
+    /// are final.
+    #[arg(long, value_name = "RETENTION", value_parser = crate::retention::policy::parse_keep)]
+    pub retain_finished: Option<crate::engine::Keep>,
+
+    /// A retention for finished tasks with this label, longer or shorter than
+    /// --retain-finished (`LABEL=RETENTION`, such as `servers=90d` or `ci=never`;
+    /// repeatable). A workflow is kept as long as the longest of its tasks' labels says.
+    #[arg(long = "retain-label", value_name = "LABEL=RETENTION", value_parser = crate::retention::policy::parse_label)]
+    pub retain_labels: Vec<(String, crate::engine::Keep)>,
+
+    /// Remove events this long after they were logged (`7d`, or `never`, the default). A
+    /// watch from before the oldest kept event is refused with the point to resume from.
+    #[arg(long, value_name = "RETENTION", value_parser = crate::retention::policy::parse_keep)]
+    pub retain_events: Option<crate::engine::Keep>,
+
     /// A tool to run instead of the daemon.
     #[command(subcommand)]
     pub tool: Option<Tool>,

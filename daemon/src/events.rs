@@ -75,6 +75,8 @@ pub struct Stream {
     last: u64,
     filter: Filter,
     until_final: bool,
+    /// Ends once the log is read, without following the bus.
+    history_only: bool,
     /// Reading the log (at the start, and after falling behind the bus).
     replaying: bool,
     page: VecDeque<Event>,
@@ -91,6 +93,7 @@ impl Stream {
             last: after,
             filter,
             until_final: false,
+            history_only: false,
             replaying: true,
             page: VecDeque::new(),
             ended: false,
@@ -110,6 +113,15 @@ impl Stream {
     pub fn until_final(self) -> Stream {
         Stream {
             until_final: true,
+            ..self
+        }
+    }
+
+    /// Ends the stream once the log is read (for a finished task or workflow whose final
+    /// event the event retention may have removed).
+    pub fn history_only(self) -> Stream {
+        Stream {
+            history_only: true,
             ..self
         }
     }
@@ -142,6 +154,9 @@ impl Stream {
                     return Ok(Some(Arc::new(event)));
                 }
                 let page = self.store.events_after(self.last, PAGE)?;
+                if page.is_empty() && self.history_only {
+                    return Ok(None);
+                }
                 self.replaying = !page.is_empty();
                 self.page = page.into();
                 continue;

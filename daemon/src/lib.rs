@@ -46,6 +46,7 @@ pub mod ops;
 pub mod orphans;
 pub mod policy;
 pub mod redact;
+pub mod retention;
 pub mod runner;
 pub mod server;
 pub mod shutdown;
@@ -154,6 +155,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         fatal: fatal.clone(),
     };
     let stored_envs = snapshot.test_envs.clone();
+    let last_task_id = snapshot.last_task_id;
     let (engine, engine_task) = Engine::start(snapshot, parts)
         .await
         .context("recovering interrupted tasks")?;
@@ -176,6 +178,19 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(retain) = cli.retain_audit {
         audit::retention::spawn(audit.clone(), retain, shutdown.clone());
     }
+    retention::sweep::spawn(store.clone(), logs_dir.clone(), last_task_id);
+    let retention = Arc::new(retention::Policy::new(
+        cli.retain_finished,
+        &cli.retain_labels,
+        cli.retain_events,
+    ));
+    retention::spawn(
+        engine.clone(),
+        store.clone(),
+        retention.clone(),
+        audit::retention::daemon(),
+        shutdown.clone(),
+    );
     let ctx = Arc::new(ops::Context {
         store,
         audit,
@@ -191,6 +206,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         grants: cli.allow_users.iter().copied().collect(),
         limits: Arc::new(server::limits::Limits::from_cli(&cli)),
         started_at: chrono::Utc::now(),
+        retention,
         shutdown: shutdown.clone(),
         leave_running: Default::default(),
     });

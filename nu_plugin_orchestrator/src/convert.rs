@@ -276,6 +276,7 @@ struct HealthRow {
     socket: String,
     parallel_limit: i64,
     tasks: Record,
+    retention: Record,
 }
 
 /// The record of `orch health`.
@@ -285,6 +286,17 @@ pub fn health(report: &HealthReport, span: Span) -> Value {
         let n = report.counts.get(&status).copied().unwrap_or(0);
         tasks.push(status.as_str(), Value::int(n as i64, span));
     }
+    let mut labels = Record::new();
+    for (label, keep) in &report.retention.labels {
+        labels.push(label, Value::string(keep, span));
+    }
+    let r = &report.retention;
+    let retention = nu_protocol::record! {
+        "finished" => Value::string(&r.finished, span),
+        "labels" => Value::record(labels, span),
+        "events" => Value::string(&r.events, span),
+        "events_removed_through" => Value::int(r.events_removed_through as i64, span),
+    };
     HealthRow {
         status: "ok",
         version: report.version.clone(),
@@ -297,6 +309,7 @@ pub fn health(report: &HealthReport, span: Span) -> Value {
         socket: report.socket.display().to_string(),
         parallel_limit: report.parallel_limit as i64,
         tasks,
+        retention,
     }
     .into_value(span)
 }

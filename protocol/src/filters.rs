@@ -35,4 +35,19 @@ pub struct CleanFilter {
     /// Only tasks in these final states (all final states when empty).
     #[serde(default)]
     pub status: Vec<TaskStatus>,
+    /// Only tasks with this label (and workflows with a step of it).
+    #[serde(default)]
+    pub label: Option<String>,
+    /// Also remove whole workflows (their record, steps, compensations and logs) that are
+    /// final, whose tasks are all final, and that finished at least `older_than_ms` ago.
+    #[serde(default)]
+    pub workflows: bool,
+    /// At most this many records (tasks and workflows) in one removal (default and
+    /// largest: [`MAX_CLEAN_BATCH`]); a client repeats the request while the answer is
+    /// full.
+    #[serde(default)]
+    pub limit: Option<usize>,
 }
+
+/// The most records one `Clean` removes (one transaction).
+pub const MAX_CLEAN_BATCH: usize = 10_000;

@@ -30,4 +30,34 @@ pub struct HealthReport {
     pub parallel_limit: usize,
     /// How many tasks are in each state.
     pub counts: BTreeMap<TaskStatus, u64>,
+    /// What the daemon removes by itself, and what it has removed of the event log.
+    #[serde(default)]
+    pub retention: RetentionReport,
+}
+
+/// The daemon's retention policy (`--retain-finished`, `--retain-label`,
+/// `--retain-events`): each a duration such as `30days`, or `never`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct RetentionReport {
+    /// How long finished tasks and workflows (with their logs) are kept.
+    pub finished: String,
+    /// Per-label retentions of finished tasks, overriding `finished`.
+    pub labels: BTreeMap<String, String>,
+    /// How long events are kept.
+    pub events: String,
+    /// Events up to this sequence number were removed (0: none); a watch from before it
+    /// is refused.
+    pub events_removed_through: u64,
+}
+
+impl Default for RetentionReport {
+    fn default() -> Self {
+        RetentionReport {
+            finished: "never".into(),
+            labels: BTreeMap::new(),
+            events: "never".into(),
+            events_removed_through: 0,
+        }
+    }
 }

@@ -249,10 +249,13 @@ pub enum Response {
     StreamEnd,
     /// The daemon is stopping.
     ShuttingDown,
-    /// The tasks `Clean` removed.
+    /// The tasks and workflows `Clean` removed.
     Removed {
-        /// Their ids.
+        /// The tasks' ids (workflow steps and compensations included).
         ids: Vec<TaskId>,
+        /// The workflows' ids.
+        #[serde(default)]
+        workflows: Vec<WorkflowId>,
     },
     /// Audit log entries.
     Audit {

@@ -105,6 +105,11 @@ impl Daemon {
         self.child.as_ref().map(Child::id)
     }
 
+    /// Replaces the extra flags of the next (re)starts.
+    pub fn set_args(&mut self, args: &[&str]) {
+        self.args = args.iter().map(|s| s.to_string()).collect();
+    }
+
     /// (Re)starts the daemon on the same data dir and socket; waits until it answers.
     pub fn restart(&mut self) {
         assert!(self.child.is_none(), "the daemon is already running");

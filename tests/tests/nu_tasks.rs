@@ -177,7 +177,10 @@ fn clean_removes_finished_tasks_but_keeps_what_kept_tasks_need() {
     assert_eq!(nu.json("orch clean --older-than 1hr | get removed"), 0);
     let removed = nu.json("orch clean");
     // Task 1 stays: task 3, still waiting, depends on it.
-    assert_eq!(removed, serde_json::json!({"removed": 2, "ids": [2, 4]}));
+    assert_eq!(
+        removed,
+        serde_json::json!({"removed": 2, "ids": [2, 4], "workflows": []})
+    );
     assert!(!daemon.data_dir().join("logs/4.log").exists());
     assert_eq!(nu.json("orch tasks | get id"), serde_json::json!([3, 1]));
     assert_eq!(nu.json("orch health | get tasks.failed"), 0);

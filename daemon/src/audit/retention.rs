@@ -16,8 +16,8 @@ pub fn period(retain: Duration) -> Duration {
     (retain / 10).clamp(Duration::from_secs(1), Duration::from_secs(24 * 3600))
 }
 
-/// The actor of the daemon's own compactions.
-fn daemon() -> Actor {
+/// The actor of the daemon's own compactions and removals.
+pub fn daemon() -> Actor {
     // SAFETY: geteuid has no preconditions.
     let uid = unsafe { libc::geteuid() };
     Actor {

@@ -130,8 +130,8 @@ answers! {
     Workflow(WorkflowSummary),
     /// A saved test environment.
     Env(TestEnv),
-    /// The ids of removed tasks.
-    Removed(Vec<TaskId>),
+    /// The removed tasks and workflows.
+    Removed(super::Selection),
     /// An audit record written.
     Recorded(()),
 }

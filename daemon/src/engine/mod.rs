@@ -22,9 +22,10 @@ mod state;
 mod validate;
 
 pub use driver::{Engine, EngineParts};
+pub use state::retention::{self, Keep, Rule, Selection};
 
 use orch_protocol::{
-    Actor, CleanFilter, ErrorReply, Task, TaskId, TaskSpec, TestEnv, WorkflowId, WorkflowSummary,
+    Actor, ErrorReply, Task, TaskId, TaskSpec, TestEnv, WorkflowId, WorkflowSummary,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -101,14 +102,25 @@ pub enum Command {
         /// Answered with the record (and its id) once it is durable.
         reply: Reply<TestEnv>,
     },
-    /// Remove finished tasks.
+    /// Remove finished tasks and workflows.
     Clean {
         /// Who asked.
         actor: Actor,
-        /// Which tasks.
-        filter: CleanFilter,
-        /// Answered with the removed ids once the removal is durable.
-        reply: Reply<Vec<TaskId>>,
+        /// What to remove.
+        rule: Rule,
+        /// Answered with what was removed once the removal is durable.
+        reply: Reply<Selection>,
+    },
+    /// Remove the logged events up to `through` (the event retention).
+    TrimEvents {
+        /// Who asked (the daemon).
+        actor: Actor,
+        /// The last event removed.
+        through: u64,
+        /// The retention applied, for the audit log.
+        params: serde_json::Value,
+        /// Answered once the removal is durable.
+        reply: Reply<()>,
     },
     /// Record a change request handled outside the engine (such as a shutdown) in the
     /// audit log.

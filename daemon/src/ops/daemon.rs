@@ -20,6 +20,7 @@ pub fn health(ctx: &Context) -> Result<HealthReport, AppError> {
         storage: ctx.store.backend_name().to_string(),
         parallel_limit: ctx.parallel_limit,
         counts: counts.into_iter().collect(),
+        retention: ctx.retention.report(ctx.store.events_removed_through()?),
     })
 }
 

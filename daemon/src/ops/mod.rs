@@ -67,6 +67,8 @@ pub struct Context {
     pub limits: Arc<Limits>,
     /// When the daemon started.
     pub started_at: DateTime<Utc>,
+    /// What the daemon removes by itself (`--retain-finished` and the like).
+    pub retention: Arc<crate::retention::Policy>,
     /// Cancelled to stop the daemon.
     pub shutdown: CancellationToken,
     /// Set (before `shutdown` is cancelled) when the stop leaves running attempts to

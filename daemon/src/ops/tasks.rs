@@ -3,10 +3,12 @@
 
 use std::collections::{HashMap, HashSet};
 
-use orch_protocol::{Actor, CleanFilter, EventKind, Task, TaskFilter, TaskId, TaskSpec};
+use orch_protocol::{
+    Actor, CleanFilter, EventKind, MAX_CLEAN_BATCH, Task, TaskFilter, TaskId, TaskSpec,
+};
 
 use super::{AppError, AppErrorKind, Context};
-use crate::engine::Command;
+use crate::engine::{Command, Keep, Rule, Selection};
 use crate::events::Stream;
 
 /// `Submit`: adds tasks, all or none.
@@ -45,18 +47,37 @@ pub async fn retry(ctx: &Context, actor: Actor, id: TaskId) -> Result<Task, AppE
     Ok(ctx.engine.request(retry).await?)
 }
 
-/// `Clean`: removes finished tasks; the ids removed.
+/// `Clean`: removes finished tasks (and workflows, when asked); what was removed.
 pub async fn clean(
     ctx: &Context,
     actor: Actor,
     filter: CleanFilter,
-) -> Result<Vec<TaskId>, AppError> {
-    let clean = |reply| Command::Clean {
-        actor,
-        filter,
-        reply,
-    };
+) -> Result<Selection, AppError> {
+    let rule = clean_rule(filter)?;
+    let clean = |reply| Command::Clean { actor, rule, reply };
     Ok(ctx.engine.request(clean).await?)
+}
+
+/// The rule of an `orch clean`: everything final that the filter names, now.
+fn clean_rule(filter: CleanFilter) -> Result<Rule, AppError> {
+    let limit = filter.limit.unwrap_or(MAX_CLEAN_BATCH);
+    if !(1..=MAX_CLEAN_BATCH).contains(&limit) {
+        return Err(AppError::field(
+            AppErrorKind::Invalid,
+            "limit",
+            format!("the limit must be between 1 and {MAX_CLEAN_BATCH}, not {limit}"),
+        ));
+    }
+    let age = std::time::Duration::from_millis(filter.older_than_ms.unwrap_or(0));
+    Ok(Rule {
+        keep: Keep::For(age),
+        labels: Default::default(),
+        only_label: filter.label,
+        status: filter.status,
+        workflows: filter.workflows,
+        limit,
+        retention: false,
+    })
 }
 
 /// `Wait`: every named task once all are in a final state, in the order named.
@@ -111,4 +132,36 @@ fn check(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clean_limit_outside_one_batch_is_refused_naming_the_field() {
+        for limit in [0, MAX_CLEAN_BATCH + 1] {
+            let filter = CleanFilter {
+                limit: Some(limit),
+                ..CleanFilter::default()
+            };
+            let error = clean_rule(filter).unwrap_err();
+            assert_eq!(error.field.as_deref(), Some("limit"));
+            assert!(
+                error.message.contains(&limit.to_string()),
+                "{}",
+                error.message
+            );
+        }
+        let rule = clean_rule(CleanFilter::default()).unwrap();
+        assert_eq!(
+            (rule.keep, rule.limit, rule.workflows, rule.retention),
+            (
+                Keep::For(std::time::Duration::ZERO),
+                MAX_CLEAN_BATCH,
+                false,
+                false
+            )
+        );
+    }
 }

@@ -27,18 +27,60 @@ pub fn watch(
             )
         })?;
     }
+    let removed = removed_through(ctx, since)?;
     let after = match (since, task.or(workflow)) {
         (Some(seq), _) => seq,
         (None, Some(_)) => 0,
         (None, None) => ctx.store.last_event_seq()?,
     };
     let filter = Filter { task, workflow };
-    Ok(Stream::new(&ctx.bus, ctx.store.clone(), after, filter).until_final())
+    let stream = Stream::new(&ctx.bus, ctx.store.clone(), after, filter).until_final();
+    // A finished task or workflow whose final event may have been removed: what is kept
+    // of its history, then the end.
+    if after < removed && is_final(ctx, task, workflow)? {
+        return Ok(stream.history_only());
+    }
+    Ok(stream)
+}
+
+/// How far the event retention removed the log; a `since` other than 0 (the whole log
+/// that is kept) before that is refused: the events after it are not all there.
+fn removed_through(ctx: &Context, since: Option<u64>) -> Result<u64, AppError> {
+    let removed = ctx.store.events_removed_through()?;
+    match since {
+        Some(seq) if seq > 0 && seq < removed => Err(AppError::field(
+            AppErrorKind::Invalid,
+            "since",
+            format!(
+                "the events up to {removed} were removed by the event retention (--retain-events); watch from since {removed} or later, since 0 for all that is kept, or without since"
+            ),
+        )),
+        _ => Ok(removed),
+    }
+}
+
+/// Whether the watched task or workflow is final now.
+fn is_final(
+    ctx: &Context,
+    task: Option<TaskId>,
+    workflow: Option<WorkflowId>,
+) -> Result<bool, AppError> {
+    if let Some(id) = task {
+        return Ok(super::tasks::get(ctx, id)?.state.status().is_final());
+    }
+    match workflow {
+        Some(id) => Ok(ctx
+            .store
+            .workflow(id)?
+            .is_some_and(|w| w.state.status().is_final())),
+        None => Ok(false),
+    }
 }
 
 /// `GET /events`: the events after `since` (without it, from now on) that pass `filter`,
 /// followed until the client leaves.
 pub fn follow(ctx: &Context, since: Option<u64>, filter: Filter) -> Result<Stream, AppError> {
+    removed_through(ctx, since)?;
     let after = match since {
         Some(seq) => seq,
         None => ctx.store.last_event_seq()?,

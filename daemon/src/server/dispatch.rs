@@ -58,9 +58,14 @@ pub async fn dispatch(
         }
         Request::Shutdown => return shutdown(ctx, conn, false).await,
         Request::Handover => return shutdown(ctx, conn, true).await,
-        Request::Clean { filter } => ops::tasks::clean(ctx, actor, filter)
-            .await
-            .map(|ids| Response::Removed { ids }),
+        Request::Clean { filter } => {
+            ops::tasks::clean(ctx, actor, filter)
+                .await
+                .map(|removed| Response::Removed {
+                    ids: removed.tasks,
+                    workflows: removed.workflows,
+                })
+        }
         Request::Audit { filter } => {
             ops::audit::list(ctx, &filter).map(|entries| Response::Audit { entries })
         }

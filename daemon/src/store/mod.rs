@@ -72,10 +72,14 @@ pub struct WriteBatch {
     pub audit: Vec<AuditRecord>,
     /// Finished tasks to delete (after the task writes above).
     pub removals: Vec<Task>,
+    /// Finished workflows to delete (after the workflow writes above).
+    pub workflow_removals: Vec<WorkflowId>,
     /// Workflow records to insert or replace.
     pub workflows: Vec<Workflow>,
     /// Test environment records to insert or replace.
     pub test_envs: Vec<TestEnv>,
+    /// Remove the logged events up to this sequence number (the event retention).
+    pub events_removed_through: Option<u64>,
 }
 
 impl WriteBatch {
@@ -85,8 +89,12 @@ impl WriteBatch {
         self.events.extend(other.events);
         self.audit.extend(other.audit);
         self.removals.extend(other.removals);
+        self.workflow_removals.extend(other.workflow_removals);
         self.workflows.extend(other.workflows);
         self.test_envs.extend(other.test_envs);
+        self.events_removed_through = self
+            .events_removed_through
+            .max(other.events_removed_through);
     }
 
     /// True when there is nothing to write.
@@ -95,8 +103,10 @@ impl WriteBatch {
             && self.events.is_empty()
             && self.audit.is_empty()
             && self.removals.is_empty()
+            && self.workflow_removals.is_empty()
             && self.workflows.is_empty()
             && self.test_envs.is_empty()
+            && self.events_removed_through.is_none()
     }
 }
 
@@ -163,6 +173,10 @@ pub trait Store: AuditLog + Send + Sync + 'static {
 
     /// The sequence number of the last logged event (0 when none).
     fn last_event_seq(&self) -> Result<u64, StoreError>;
+
+    /// The events up to this sequence number were removed by the event retention (0:
+    /// none was).
+    fn events_removed_through(&self) -> Result<u64, StoreError>;
 
     /// How many tasks are in each status.
     fn count_by_status(&self) -> Result<Vec<(TaskStatus, u64)>, StoreError>;

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use nu_plugin::{EngineInterface, EvaluatedCall, SimplePluginCommand};
 use nu_protocol::{Category, Example, LabeledError, Signature, SyntaxShape, Type, Value, record};
-use orch_protocol::{CleanFilter, Request, Response};
+use orch_protocol::{CleanFilter, MAX_CLEAN_BATCH, Request, Response};
 
 use super::args;
 use crate::OrchestratorPlugin;
@@ -21,11 +21,11 @@ impl SimplePluginCommand for Clean {
     }
 
     fn description(&self) -> &str {
-        "Remove finished tasks (succeeded, failed, cancelled, dependency_failed) and their logs from the store."
+        "Remove finished tasks (succeeded, failed, cancelled, dependency_failed) and their logs from the store; with --workflows, finished workflows too."
     }
 
     fn extra_description(&self) -> &str {
-        "A finished task that a kept task depends on stays (retrying the kept task needs it). The event log and the audit log keep their history."
+        "A finished task that a kept task depends on stays (retrying the kept task needs it). Workflow steps go only with their workflow (--workflows), as one unit, once the workflow and all its tasks are final. The removal is made in batches of at most 10,000 records, each one durable commit with its audit entry. The event log and the audit log keep their history (see the daemon's --retain-events for the former)."
     }
 
     fn signature(&self) -> Signature {
@@ -43,6 +43,17 @@ impl SimplePluginCommand for Clean {
                 "Only tasks in this final status (or list of them).",
                 Some('s'),
             )
+            .named(
+                "label",
+                SyntaxShape::String,
+                "Only tasks with this label (and workflows with a task of it).",
+                Some('l'),
+            )
+            .switch(
+                "workflows",
+                "Also remove finished workflows with their steps, compensations and logs.",
+                Some('w'),
+            )
             .category(Category::Custom("orchestrator".into()))
     }
 
@@ -56,6 +67,11 @@ impl SimplePluginCommand for Clean {
             Example {
                 example: "orch clean --older-than 7day --status succeeded",
                 description: "Remove tasks that succeeded more than a week ago",
+                result: None,
+            },
+            Example {
+                example: "orch clean --workflows --older-than 30day",
+                description: "Remove tasks and whole workflows that finished more than 30 days ago",
                 result: None,
             },
         ]
@@ -83,18 +99,35 @@ impl SimplePluginCommand for Clean {
         let filter = CleanFilter {
             older_than_ms: older_than,
             status: args::statuses(call.get_flag_value("status"))?,
+            label: call.get_flag("label")?,
+            workflows: call.has_flag("workflows")?,
+            limit: Some(MAX_CLEAN_BATCH),
         };
         let status_span = call.get_flag_span("status").unwrap_or(head);
-        let ids = match plugin.call(engine, &Request::Clean { filter }) {
-            Ok(Response::Removed { ids }) => ids,
-            Ok(other) => return Err(unexpected(other, head)),
-            Err(e) => return Err(labeled(e, head, &[("status", status_span)])),
-        };
-        let list = ids.iter().map(|id| Value::int(*id as i64, head)).collect();
+        let (mut ids, mut workflows) = (Vec::new(), Vec::new());
+        // One batch per request, until a batch is not full.
+        loop {
+            let request = Request::Clean {
+                filter: filter.clone(),
+            };
+            let (batch, batch_workflows) = match plugin.call(engine, &request) {
+                Ok(Response::Removed { ids, workflows }) => (ids, workflows),
+                Ok(other) => return Err(unexpected(other, head)),
+                Err(e) => return Err(labeled(e, head, &[("status", status_span)])),
+            };
+            let full = batch.len() + batch_workflows.len() >= MAX_CLEAN_BATCH;
+            ids.extend(batch);
+            workflows.extend(batch_workflows);
+            if !full {
+                break;
+            }
+        }
+        let ints = |ids: &[u64]| ids.iter().map(|id| Value::int(*id as i64, head)).collect();
         Ok(Value::record(
             record! {
                 "removed" => Value::int(ids.len() as i64, head),
-                "ids" => Value::list(list, head),
+                "ids" => Value::list(ints(&ids), head),
+                "workflows" => Value::list(ints(&workflows), head),
             },
             head,
         ))

@@ -7,7 +7,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nu_plugin::{EngineInterface, EvaluatedCall, SimplePluginCommand};
-use nu_protocol::{Category, Example, LabeledError, Signature, Span, SyntaxShape, Type, Value};
+use nu_protocol::{
+    Category, Example, FromValue as _, LabeledError, Signature, Span, SyntaxShape, Type, Value,
+};
 use orch_protocol::paths;
 
 use super::daemon_status::{is_running, status};
@@ -57,6 +59,24 @@ impl SimplePluginCommand for DaemonStart {
                 None,
             )
             .named(
+                "retain-finished",
+                SyntaxShape::String,
+                "Remove finished tasks and workflows (with their logs) this long after they finished, such as 30d, or never (the default).",
+                None,
+            )
+            .named(
+                "retain-label",
+                SyntaxShape::Any,
+                "A retention for one label, LABEL=RETENTION such as servers=90d (or a list of them).",
+                None,
+            )
+            .named(
+                "retain-events",
+                SyntaxShape::String,
+                "Remove events this long after they were logged, such as 7d, or never (the default).",
+                None,
+            )
+            .named(
                 "wait",
                 SyntaxShape::Duration,
                 "How long to wait for it to answer (default 10sec).",
@@ -75,6 +95,11 @@ impl SimplePluginCommand for DaemonStart {
             Example {
                 example: "orch daemon start --data-dir ./data --parallel 16",
                 description: "Start it on a project's own data directory, 16 tasks at a time",
+                result: None,
+            },
+            Example {
+                example: "orch daemon start --retain-finished 30d --retain-label [servers=90d ci=1d]",
+                description: "Keep finished tasks 30 days, those labelled servers 90 and ci one",
                 result: None,
             },
         ]
@@ -119,6 +144,7 @@ impl SimplePluginCommand for DaemonStart {
         if let Some(n) = optional_flag::<i64>(call, "parallel")? {
             command.arg("--parallel").arg(n.to_string());
         }
+        retention_args(call, &mut command)?;
         let wait = match optional_flag::<Value>(call, "wait")? {
             Some(v) => Duration::from_nanos(v.as_duration()?.max(0) as u64),
             None => Duration::from_secs(10),
@@ -128,6 +154,27 @@ impl SimplePluginCommand for DaemonStart {
         wait_until_ready(child, engine, &stderr_path, wait, head)?;
         status(plugin, engine, head)
     }
+}
+
+/// Passes the retention flags on (the daemon checks their values and names the flag of a
+/// bad one).
+fn retention_args(call: &EvaluatedCall, command: &mut Command) -> Result<(), LabeledError> {
+    for flag in ["retain-finished", "retain-events"] {
+        if let Some(value) = optional_flag::<String>(call, flag)? {
+            command.arg(format!("--{flag}")).arg(value);
+        }
+    }
+    let labels = match call.get_flag_value("retain-label") {
+        Some(Value::List { vals, .. }) => vals.to_vec(),
+        Some(value) if !value.is_nothing() => vec![value],
+        _ => Vec::new(),
+    };
+    for label in labels {
+        command
+            .arg("--retain-label")
+            .arg(String::from_value(label)?);
+    }
+    Ok(())
 }
 
 /// A flag's value; `null` (as wrappers forward optional flags) counts as not given.

@@ -1,19 +1,29 @@
-//! Removing finished tasks (`orch clean`): selected from memory and from the store's
-//! status index (one predicate, [`is_selected`]), the records in the batch, their logs
-//! once the removal is durable.
+//! Removing finished tasks and workflows (`orch clean` and the daemon's retention): the
+//! records [`retention::select`] chooses among the tasks held in memory and the finished
+//! ones the store's status index gives, their logs once the removal is durable.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
-use chrono::{DateTime, Utc};
-use orch_protocol::{CleanFilter, ErrorKind, ErrorReply, EventKind, Task, TaskId, TaskStatus};
+use orch_protocol::{Actor, ErrorKind, ErrorReply, EventKind, Task, TaskId, TaskStatus};
 
+use super::retention::{self, Rule, Selection, Tasks};
 use super::{EngineState, Outcome, Reply};
 
 impl EngineState {
-    /// Removes the finished tasks `filter` selects, except those a kept task depends on
-    /// (a retry of the kept task needs them); returns the outcome for the audit log.
-    pub(super) fn clean(&mut self, filter: CleanFilter, reply: Reply<Vec<TaskId>>) -> Outcome {
-        if let Some(status) = filter.status.iter().find(|s| !s.is_final()) {
+    /// Removes what `rule` selects (see [`retention`]) and records the request in the
+    /// audit log (a retention run only when it removed something).
+    pub(super) fn clean(&mut self, actor: Actor, rule: Rule, reply: Reply<Selection>) {
+        let params = serde_json::to_value(&rule).expect("rules serialize");
+        let quiet = rule.retention;
+        let (outcome, removed) = self.remove(rule, reply);
+        if removed > 0 || !quiet {
+            self.audit(actor, "clean", params, outcome);
+        }
+    }
+
+    /// Removes what `rule` selects; the outcome and how many records went.
+    fn remove(&mut self, rule: Rule, reply: Reply<Selection>) -> (Outcome, usize) {
+        if let Some(status) = rule.status.iter().find(|s| !s.is_final()) {
             let error = ErrorReply::field(
                 ErrorKind::BadRequest,
                 "status",
@@ -22,84 +32,54 @@ impl EngineState {
                     status.as_str()
                 ),
             );
-            return self.refuse(reply, error);
+            return (self.refuse(reply, error), 0);
         }
-        let mut chosen = self.removable(&filter);
-        let mut ids: Vec<TaskId> = chosen.keys().copied().collect();
-        ids.sort_unstable();
-        for id in &ids {
+        let mut stored = self.stored_candidates(&rule);
+        let tasks = Tasks {
+            held: &self.tasks,
+            stored: &stored,
+        };
+        let selection = retention::select(&tasks, &self.workflows, &rule, self.now);
+        for id in &selection.tasks {
+            self.log_event(*id, EventKind::Removed);
             let task = match self.tasks.remove(id) {
                 Some(task) => task,
-                None => chosen.remove(id).expect("selected above"),
+                None => stored.remove(id).expect("selected from the candidates"),
             };
             self.step.batch.removals.push(task);
-            self.log_event(*id, EventKind::Removed);
         }
-        let outcome = Ok(format!("removed {} tasks", ids.len()));
-        self.step.effects.removed_logs.extend(&ids);
-        self.answer(reply, Ok(ids));
-        outcome
+        for id in &selection.workflows {
+            self.log_workflow_event(*id, EventKind::Removed);
+            self.workflows.remove(id);
+            self.workflow_running.remove(id);
+            self.deferred.remove(id);
+            self.step.batch.workflow_removals.push(*id);
+        }
+        let mut outcome = format!("removed {} tasks", selection.tasks.len());
+        if !selection.workflows.is_empty() {
+            outcome += &format!(" and {} workflows", selection.workflows.len());
+        }
+        self.step.effects.removed_logs.extend(&selection.tasks);
+        let removed = selection.len();
+        self.answer(reply, Ok(selection));
+        (Ok(outcome), removed)
     }
 
-    /// The selected finished tasks that no kept task depends on (hard or soft), by id
-    /// (with the record of those read from the store). The candidates are the finished
-    /// tasks held in memory and those in the store's status index; workflow steps and
-    /// compensations stay (their workflow's record refers to them and a later rollback
-    /// needs their outcome). A queued task's dependencies are not known without reading
-    /// it, and need not be kept: they all finished (its hard ones succeeded), and that is
-    /// what a later retry of it finds when they are gone.
-    fn removable(&self, filter: &CleanFilter) -> HashMap<TaskId, Task> {
-        let cutoff = filter
-            .older_than_ms
-            .and_then(|ms| chrono::Duration::try_milliseconds(ms.min(i64::MAX as u64) as i64))
-            .and_then(|age| self.now.checked_sub_signed(age));
-        let mut selected: HashMap<TaskId, Task> = HashMap::new();
-        let mut needed: HashSet<TaskId> = HashSet::new();
-        let mut consider = |task: Task| {
-            if is_selected(filter, cutoff, &task) {
-                selected.insert(task.id, task);
-            } else {
-                needed.extend(task.spec.after.iter().chain(&task.spec.soft_after));
-            }
-        };
-        for task in self.tasks.values() {
-            consider(task.clone());
-        }
+    /// The finished tasks outside workflows that the store holds and memory does not,
+    /// read one at a time from the status index; only those that may go or that keep what
+    /// they depend on are kept (see [`retention::may_matter`]).
+    fn stored_candidates(&self, rule: &Rule) -> HashMap<TaskId, Task> {
+        let mut stored = HashMap::new();
         for status in TaskStatus::ALL.into_iter().filter(|s| s.is_final()) {
             self.records.each_in(status, &mut |task: Task| {
-                if !self.tasks.contains_key(&task.id) {
-                    consider(task);
+                if task.spec.workflow.is_none()
+                    && !self.tasks.contains_key(&task.id)
+                    && retention::may_matter(&task, rule, self.now)
+                {
+                    stored.insert(task.id, task);
                 }
             });
         }
-        // Keeping one task keeps what it depends on, which may keep more: repeat until
-        // nothing changes.
-        loop {
-            let kept: Vec<TaskId> = selected
-                .keys()
-                .filter(|id| needed.contains(id))
-                .copied()
-                .collect();
-            if kept.is_empty() {
-                break;
-            }
-            for id in kept {
-                let task = selected.remove(&id).expect("listed above");
-                needed.extend(task.spec.after.iter().chain(&task.spec.soft_after));
-            }
-        }
-        selected
+        stored
     }
-}
-
-/// Whether `orch clean` with `filter` selects `task` (before what kept tasks depend on is
-/// taken back): a finished task outside workflows, in one of the filter's states, that
-/// finished at or before `cutoff`.
-fn is_selected(filter: &CleanFilter, cutoff: Option<DateTime<Utc>>, task: &Task) -> bool {
-    let Some(finished) = task.state.finished_at() else {
-        return false;
-    };
-    task.spec.workflow.is_none()
-        && (filter.status.is_empty() || filter.status.contains(&task.state.status()))
-        && cutoff.is_none_or(|c| finished <= c)
 }

@@ -24,6 +24,7 @@ mod live;
 mod queue;
 mod recovery;
 mod requests;
+pub mod retention;
 mod transitions;
 mod workflow_advance;
 mod workflow_limits;
@@ -216,14 +217,17 @@ impl EngineState {
                 self.audit_on(actor, "workflow_rollback", id, outcome);
             }
             Command::SaveEnv { env, audit, reply } => self.save_env(*env, audit, reply),
-            Command::Clean {
+            Command::Clean { actor, rule, reply } => self.clean(actor, rule, reply),
+            Command::TrimEvents {
                 actor,
-                filter,
+                through,
+                params,
                 reply,
             } => {
-                let params = serde_json::to_value(&filter).expect("filters serialize");
-                let outcome = self.clean(filter, reply);
-                self.audit(actor, "clean", params, outcome);
+                self.step.batch.events_removed_through = Some(through);
+                let outcome = Ok(format!("removed the events up to {through}"));
+                self.audit(actor, "events_trim", params, outcome);
+                self.answer(reply, Ok(()));
             }
             Command::Audit { record, reply } => {
                 self.step.batch.audit.push(record);

@@ -15,8 +15,10 @@
 //! - `workflow_status`: workflow id → its status's name, and `workflow_counts`: status
 //!   name → number of workflows (layout 2), so that `/metrics` does not read every
 //!   workflow.
-//! - `meta`: the highest task (or workflow, or test environment) id ever assigned, and the
-//!   layout version (`layout`).
+//! - `meta`: the highest task (or workflow, or test environment) id ever assigned, the
+//!   layout version (`layout`), the last event removed by the event retention and the
+//!   highest sequence number ever logged (so that a trimmed log's numbering does not
+//!   restart).
 //!
 //! Opening (creation, the integrity check, redb's panics, the page cache) is in `open`;
 //! the layout version and the migration of an older one in `layout`; how a batch becomes
@@ -50,6 +52,8 @@ const WORKFLOW_COUNTS: TableDefinition<&str, u64> = TableDefinition::new("workfl
 
 /// The highest task id ever assigned (ids are never reused, even after `orch clean`).
 const LAST_TASK_ID: &str = "last_task_id";
+/// The events up to this sequence number were removed (`--retain-events`).
+const EVENTS_REMOVED_THROUGH: &str = "events_removed_through";
 
 /// A [`Store`] in a redb database file.
 pub struct RedbStore {
@@ -169,10 +173,19 @@ impl Store for RedbStore {
     fn last_event_seq(&self) -> Result<u64, StoreError> {
         let txn = self.db.begin_read().map_err(backend)?;
         let table = txn.open_table(EVENTS).map_err(backend)?;
-        Ok(table
+        let last = table
             .last()
             .map_err(backend)?
-            .map_or(0, |(seq, _)| seq.value()))
+            .map_or(0, |(seq, _)| seq.value());
+        // A log trimmed to nothing still numbers on from what it removed.
+        Ok(last.max(self.events_removed_through()?))
+    }
+
+    fn events_removed_through(&self) -> Result<u64, StoreError> {
+        let txn = self.db.begin_read().map_err(backend)?;
+        let meta = txn.open_table(META).map_err(backend)?;
+        let through = meta.get(EVENTS_REMOVED_THROUGH).map_err(backend)?;
+        Ok(through.map_or(0, |v| v.value()))
     }
 
     fn count_workflows_by_status(&self) -> Result<Vec<(String, u64)>, StoreError> {
@@ -270,6 +283,44 @@ mod tests {
         };
         let ids: Vec<_> = store.list(&filter).unwrap().iter().map(|t| t.id).collect();
         assert_eq!(ids, vec![3, 1]);
+    }
+
+    #[test]
+    fn trimmed_events_are_gone_for_good_and_the_numbering_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.redb");
+        let event = |seq| Event {
+            seq,
+            at: Utc::now(),
+            task: 1,
+            workflow: None,
+            kind: orch_protocol::EventKind::Queued,
+        };
+        {
+            let store = RedbStore::open(&path).unwrap();
+            let batch = WriteBatch {
+                events: (1..=5).map(event).collect(),
+                ..WriteBatch::default()
+            };
+            store.commit(&batch).unwrap();
+            let trim = |through| WriteBatch {
+                events_removed_through: Some(through),
+                ..WriteBatch::default()
+            };
+            store.commit(&trim(3)).unwrap();
+            let kept: Vec<_> = store
+                .events_after(0, 10)
+                .unwrap()
+                .iter()
+                .map(|e| e.seq)
+                .collect();
+            assert_eq!(kept, vec![4, 5]);
+            store.commit(&trim(5)).unwrap();
+        }
+        let store = RedbStore::open(&path).unwrap();
+        assert!(store.events_after(0, 10).unwrap().is_empty());
+        assert_eq!(store.events_removed_through().unwrap(), 5);
+        assert_eq!(store.load().unwrap().last_event_seq, 5);
     }
 
     #[test]

@@ -6,8 +6,8 @@ use ::redb::{ReadableTable, WriteTransaction};
 use orch_protocol::TaskStatus;
 
 use super::{
-    BY_LABEL, BY_STATUS, COUNTS, EVENTS, LAST_TASK_ID, META, QUEUE, TASKS, TEST_ENVS,
-    WORKFLOW_COUNTS, WORKFLOW_STATUS, WORKFLOWS, queue_key,
+    BY_LABEL, BY_STATUS, COUNTS, EVENTS, EVENTS_REMOVED_THROUGH, LAST_TASK_ID, META, QUEUE, TASKS,
+    TEST_ENVS, WORKFLOW_COUNTS, WORKFLOW_STATUS, WORKFLOWS, queue_key,
 };
 use crate::store::WriteBatch;
 
@@ -49,11 +49,21 @@ pub(super) fn apply(txn: &WriteTransaction, batch: &WriteBatch) -> Result<(), re
         let body = serde_json::to_vec(event).expect("events always serialize");
         events.insert(event.seq, body.as_slice())?;
     }
+    if let Some(through) = batch.events_removed_through {
+        events.retain_in(..=through, |_, _| false)?;
+        let mut meta = txn.open_table(META)?;
+        let before = meta.get(EVENTS_REMOVED_THROUGH)?.map_or(0, |v| v.value());
+        meta.insert(EVENTS_REMOVED_THROUGH, through.max(before))?;
+    }
     let mut workflows = txn.open_table(WORKFLOWS)?;
     for workflow in &batch.workflows {
         let body = serde_json::to_vec(workflow).expect("workflow records always serialize");
         workflows.insert(workflow.id, body.as_slice())?;
         count_workflow(txn, workflow.id, workflow.state.status().as_str())?;
+    }
+    for id in &batch.workflow_removals {
+        workflows.remove(*id)?;
+        uncount_workflow(txn, *id)?;
     }
     let mut envs = txn.open_table(TEST_ENVS)?;
     for env in &batch.test_envs {
@@ -88,6 +98,18 @@ pub(super) fn apply(txn: &WriteTransaction, batch: &WriteBatch) -> Result<(), re
     if !batch.audit.is_empty() {
         super::audit::append(txn, &batch.audit)?;
     }
+    Ok(())
+}
+
+/// Forgets removed workflow `id`'s status, and counts it no more.
+fn uncount_workflow(txn: &WriteTransaction, id: u64) -> Result<(), redb::Error> {
+    let mut statuses = txn.open_table(WORKFLOW_STATUS)?;
+    let Some(previous) = statuses.remove(id)?.map(|v| v.value().to_string()) else {
+        return Ok(());
+    };
+    let mut counts = txn.open_table(WORKFLOW_COUNTS)?;
+    let n = counts.get(previous.as_str())?.map_or(0, |v| v.value());
+    counts.insert(previous.as_str(), n.saturating_sub(1))?;
     Ok(())
 }
 

@@ -1,15 +1,34 @@
 //! `orch clean`: finished tasks removed, except what kept tasks depend on.
 
-use orch_protocol::{CleanFilter, ErrorKind, TaskStatus};
+use std::time::Duration;
 
+use orch_protocol::{ErrorKind, TaskStatus};
+
+use super::super::retention::{Keep, Rule};
 use super::*;
 
-fn clean(h: &mut Harness, filter: CleanFilter) -> (Step, Answered<Vec<TaskId>>) {
-    h.ask(|reply| Command::Clean {
+/// The rule of an `orch clean` of `status` (all final states when empty), `age` old.
+fn filter(status: Vec<TaskStatus>, age_ms: u64) -> Rule {
+    Rule {
+        keep: Keep::For(Duration::from_millis(age_ms)),
+        labels: Default::default(),
+        only_label: None,
+        status,
+        workflows: false,
+        limit: 10_000,
+        retention: false,
+    }
+}
+
+fn clean(h: &mut Harness, rule: Rule) -> (Step, Answered<Vec<TaskId>>) {
+    let (step, mut answer) = h.ask(|reply| Command::Clean {
         actor: actor(),
-        filter,
+        rule,
         reply,
-    })
+    });
+    let (tx, rx) = oneshot::channel();
+    let _ = tx.send(answer.result().map(|s| s.tasks));
+    (step, Answered(rx))
 }
 
 #[test]
@@ -32,11 +51,7 @@ fn clean_keeps_what_kept_tasks_depend_on_and_deletes_the_logs_once_durable() {
         h.exit(id, 0);
     }
     h.exit(5, 1);
-    let filter = CleanFilter {
-        status: vec![TaskStatus::Succeeded],
-        ..CleanFilter::default()
-    };
-    let (step, mut answer) = clean(&mut h, filter);
+    let (step, mut answer) = clean(&mut h, filter(vec![TaskStatus::Succeeded], 0));
     assert_eq!(answer.value(), vec![3]);
     let removed: Vec<_> = step.batch.removals.iter().map(|t| t.id).collect();
     assert_eq!(removed, vec![3]);
@@ -52,10 +67,7 @@ fn clean_by_age_measures_from_the_engines_clock() {
     h.submit(vec![task()]);
     h.exit(1, 0);
     h.later(60 * 60 * 1000);
-    let older_than = |minutes: u64| CleanFilter {
-        older_than_ms: Some(minutes * 60 * 1000),
-        ..CleanFilter::default()
-    };
+    let older_than = |minutes: u64| filter(Vec::new(), minutes * 60 * 1000);
     assert!(clean(&mut h, older_than(61)).1.value().is_empty());
     assert_eq!(clean(&mut h, older_than(59)).1.value(), vec![1]);
 }
@@ -64,11 +76,7 @@ fn clean_by_age_measures_from_the_engines_clock() {
 fn clean_refuses_a_state_that_is_not_final() {
     let mut h = Harness::new(8);
     h.submit(vec![task()]);
-    let filter = CleanFilter {
-        status: vec![TaskStatus::Running],
-        ..CleanFilter::default()
-    };
-    let (step, mut answer) = clean(&mut h, filter);
+    let (step, mut answer) = clean(&mut h, filter(vec![TaskStatus::Running], 0));
     let error = answer.error();
     assert_eq!(
         (error.kind, error.field.as_deref()),

@@ -17,6 +17,7 @@ mod live;
 mod ordering;
 mod progress;
 mod restarts;
+mod retention;
 mod retries;
 mod rollbacks;
 mod stopping;
@@ -195,8 +196,13 @@ impl Harness {
     fn new(parallel: usize) -> Harness {
         let stored = Stored::default();
         let records = Box::new(stored.clone());
-        let (state, step) =
-            EngineState::recover(Snapshot::default(), records, parallel, t0(), &HashSet::new());
+        let (state, step) = EngineState::recover(
+            Snapshot::default(),
+            records,
+            parallel,
+            t0(),
+            &HashSet::new(),
+        );
         assert!(step.is_empty());
         Harness {
             state,

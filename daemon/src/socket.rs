@@ -98,15 +98,27 @@ fn remove_stale(path: &Path) -> Result<bool, SocketError> {
         };
         return Err(SocketError::NotASocket(path.to_path_buf(), what));
     }
-    match std::os::unix::net::UnixStream::connect(path) {
-        Ok(_) => Err(SocketError::InUse(path.to_path_buf())),
-        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
-            std::fs::remove_file(path).map_err(io_err)?;
-            Ok(true)
+    // A connection that is accepted may still come from a dead daemon: a child it was
+    // forking when it died holds a copy of the listener until that child's exec closes
+    // it (a few milliseconds). Only a socket that stays live for `LIVE_FOR` is in use.
+    let deadline = std::time::Instant::now() + LIVE_FOR;
+    loop {
+        match std::os::unix::net::UnixStream::connect(path) {
+            Ok(_) if std::time::Instant::now() >= deadline => {
+                return Err(SocketError::InUse(path.to_path_buf()));
+            }
+            Ok(_) => std::thread::sleep(std::time::Duration::from_millis(50)),
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                std::fs::remove_file(path).map_err(io_err)?;
+                return Ok(true);
+            }
+            Err(e) => return Err(io_err(e)),
         }
-        Err(e) => Err(io_err(e)),
     }
 }
+
+/// How long a socket must keep accepting connections to count as a live daemon's.
+const LIVE_FOR: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The effective uid of this process: the only peer allowed to connect.
 pub fn owner_uid() -> u32 {

@@ -195,13 +195,11 @@ impl AttemptDir {
     /// daemon is connected, as it commits the outcome to the store itself.
     pub fn write_outcome(&self, ended: &Ended, sync: bool) -> std::io::Result<()> {
         let json = serde_json::to_vec(ended).map_err(std::io::Error::other)?;
-        if !sync {
-            let tmp = self.0.join("outcome.json.tmp");
-            std::fs::write(&tmp, &json)?;
-            return std::fs::rename(&tmp, self.outcome_file());
+        crate::files::replace_file(&self.outcome_file(), &json, 0o600, sync)?;
+        if sync {
+            std::fs::File::open(&self.0)?.sync_all()?;
         }
-        crate::files::write_atomically(&self.outcome_file(), &json, 0o600)?;
-        std::fs::File::open(&self.0)?.sync_all()
+        Ok(())
     }
 
     /// Removes the directory and everything in it (a missing one is fine).

@@ -111,3 +111,34 @@ fn stop_leave_running_leaves_the_tasks_for_the_next_daemon() {
     daemon.restart();
     all_ran_once(&daemon, &nu, 4);
 }
+
+#[test]
+fn a_handover_from_an_operator_is_refused_and_the_daemon_keeps_running() {
+    use std::os::unix::fs::PermissionsExt as _;
+    if !orch_e2e::peer::is_root() {
+        eprintln!("skipped: switching to another uid needs root");
+        return;
+    }
+    let daemon = Daemon::start(&["--allow-user", "65534:operator"]);
+    std::fs::set_permissions(daemon.dir(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let answers = orch_e2e::peer::socket_as(
+        65534,
+        &daemon.socket(),
+        &[
+            orch_e2e::peer::hello("operator"),
+            json!({"request": "handover"}),
+            json!({"request": "shutdown"}),
+        ],
+    );
+    let refusals: Vec<&serde_json::Value> = answers[1..].iter().map(|f| &f[0]["message"]).collect();
+    assert_eq!(
+        refusals,
+        [
+            "permission denied: uid 65534 has the role operator; this request needs admin",
+            "permission denied: uid 65534 has the role operator; this request needs admin",
+        ],
+        "{answers:?}"
+    );
+    let health = daemon.nu().json("orch health | get version");
+    assert!(health.is_string(), "the daemon still answers: {health}");
+}

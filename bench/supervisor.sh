@@ -31,7 +31,7 @@ start_daemon() { # extra flags
   rm -rf "$WORK/data" "$PROVISIONING_ORCHESTRATOR_SOCKET"
   "$BIN/provisioning-orchestrator" --data-dir "$WORK/data" --parallel 8 --log warn "$@" >/dev/null 2>>"$WORK/orch.stderr" &
   ORCH_PID=$!
-  for _ in $(seq 200); do [[ -S $PROVISIONING_ORCHESTRATOR_SOCKET ]] && break; sleep 0.05; done
+  for _ in $(seq 600); do [[ -S $PROVISIONING_ORCHESTRATOR_SOCKET ]] && break; sleep 0.05; done
   [[ -S $PROVISIONING_ORCHESTRATOR_SOCKET ]] || { cat "$WORK/orch.stderr" >&2; exit 1; }
 }
 stop_daemon() { kill "$ORCH_PID"; wait "$ORCH_PID" 2>/dev/null || true; ORCH_PID=; }
@@ -69,8 +69,12 @@ print \$'(\$run / 1sec) (\$dag / 1ms | math round) (\$failed)'
 
 t0=$(date +%s.%N); seq "$N" | xargs -P 8 -n 1 true; t1=$(date +%s.%N)
 RAW=$(echo "scale=0; $N / ($t1 - $t0)" | bc)
-read -r S_RUN S_DAG S_FAILED < <(measure)
-read -r D_RUN D_DAG D_FAILED < <(measure --no-supervisor)
+# Each measure's figures go through a file, not a process substitution: the daemon it
+# starts must be this shell's child (stop_daemon waits for it).
+measure >"$WORK/with"
+measure --no-supervisor >"$WORK/without"
+read -r S_RUN S_DAG S_FAILED <"$WORK/with"
+read -r D_RUN D_DAG D_FAILED <"$WORK/without"
 S_RATE=$(echo "scale=0; $N / $S_RUN" | bc)
 D_RATE=$(echo "scale=0; $N / $D_RUN" | bc)
 pct() { echo "scale=0; 100 * $1 / $2" | bc; }

@@ -166,14 +166,14 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub retain_audit: Option<std::time::Duration>,
 
-    /// Run attempts as the daemon's own children instead of under a supervisor each:
-    /// spawning is cheaper (see docs/benchmarks.md), but a daemon crash, restart or
-    /// upgrade then interrupts every running attempt.
+    /// Run attempts as the daemon's own children instead of under the data directory's
+    /// supervisor process: a daemon crash, restart or upgrade then interrupts every
+    /// running attempt (see docs/benchmarks.md for what the supervisor costs).
     #[arg(long)]
     pub no_supervisor: bool,
 
-    /// How long a supervisor lets its attempt run with no daemon connected before it
-    /// stops it (`30min`, `2h`). Default: for ever (the next daemon takes it over).
+    /// How long the supervisor lets attempts run with no daemon connected before it
+    /// stops them (`30min`, `2h`). Default: for ever (the next daemon takes them over).
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub supervisor_grace: Option<std::time::Duration>,
 
@@ -207,10 +207,10 @@ pub enum Tool {
     /// The audit log's archived segments.
     #[command(subcommand)]
     Audit(AuditTool),
-    /// Supervise one attempt (started by the daemon, never by hand).
+    /// Supervise the attempts of a data directory (started by the daemon, never by hand).
     #[command(hide = true)]
     Supervise {
-        /// The attempt's directory.
+        /// The data directory.
         dir: PathBuf,
     },
 }

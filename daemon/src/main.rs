@@ -1,5 +1,5 @@
 //! The `provisioning-orchestrator` binary: parses flags and runs the daemon (or, given a
-//! tool such as `audit verify-segment`, or `supervise` for one attempt, runs that
+//! tool such as `audit verify-segment`, or `supervise` for a data directory, runs that
 //! instead).
 
 use clap::Parser;

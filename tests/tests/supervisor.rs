@@ -187,3 +187,123 @@ fn twenty_kills_over_mixed_tasks_complete_no_command_twice() {
     let twice: Vec<_> = runs.iter().filter(|(_, n)| **n > 1).collect();
     assert!(twice.is_empty(), "ran more than once: {twice:?}");
 }
+
+/// The pids of the supervisor processes serving `data_dir`.
+fn supervisors(data_dir: &std::path::Path) -> Vec<i32> {
+    let pattern = format!("supervise {}$", data_dir.display());
+    let out = std::process::Command::new("pgrep")
+        .args(["-f", &pattern])
+        .output()
+        .expect("pgrep runs");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// True while a process whose command line mentions `marker` runs.
+fn runs_process(marker: &str) -> bool {
+    let out = std::process::Command::new("pgrep")
+        .args(["-f", marker])
+        .output()
+        .expect("pgrep runs");
+    !out.stdout.is_empty()
+}
+
+#[test]
+fn one_supervisor_serves_every_attempt_and_its_death_interrupts_them_only() {
+    let daemon = Daemon::start(&["--parallel", "4"]);
+    let nu = daemon.nu();
+    nu.run("1..3 | each { {command: [sleep 30], retries: 1, backoff: 10ms, label: long} } | orch submit | ignore");
+    wait_running(&nu, 3);
+    let pids = supervisors(&daemon.data_dir());
+    assert_eq!(pids.len(), 1, "one supervisor for the data dir: {pids:?}");
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    unsafe {
+        libc::kill(pids[0], libc::SIGKILL);
+    }
+    // Its attempts are interrupted and tried again under a new supervisor.
+    eventually(
+        Duration::from_secs(30),
+        "the second attempts to run",
+        || {
+            let attempts =
+                nu.json("orch tasks --label long | where status == running | get attempts | uniq");
+            (attempts == json!([2])).then_some(())
+        },
+    );
+    let now = supervisors(&daemon.data_dir());
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert_ne!(now[0], pids[0]);
+    let events = nu.json("orch task 1 | get error");
+    assert_eq!(
+        events,
+        json!(null),
+        "the task runs again, with no error yet"
+    );
+    let quick = nu.json("orch submit --wait echo hi | get status");
+    assert_eq!(quick, json!("succeeded"));
+}
+
+#[test]
+fn outcomes_outlive_the_supervisor_that_recorded_them() {
+    let mut daemon = Daemon::start(&["--parallel", "4"]);
+    let nu = daemon.nu();
+    let gate = daemon.dir().join("gate");
+    nu.run(&format!(
+        "1..3 | each {{|i| {{command: [sh -c $'while [ ! -f {} ]; do sleep 0.02; done; exit ($i - 1)'], label: g}} }} | orch submit | ignore",
+        gate.display()
+    ));
+    wait_running(&nu, 3);
+    daemon.kill9();
+    std::fs::write(&gate, "").unwrap();
+    // With nothing left to run and no daemon, the supervisor writes its journal and exits.
+    eventually(Duration::from_secs(20), "the supervisor to exit", || {
+        supervisors(&daemon.data_dir()).is_empty().then_some(())
+    });
+    assert!(daemon.data_dir().join("supervisor/ended.json").exists());
+    daemon.restart();
+    let tasks = nu.json("1..3 | orch wait --timeout 1min | select status attempts exit_code");
+    assert_eq!(
+        tasks,
+        json!([
+            {"status": "succeeded", "attempts": 1, "exit_code": 0},
+            {"status": "failed", "attempts": 1, "exit_code": 1},
+            {"status": "failed", "attempts": 1, "exit_code": 2},
+        ])
+    );
+    // Once committed, the outcomes are released: the journal goes.
+    eventually(Duration::from_secs(10), "the journal to be emptied", || {
+        (!daemon.data_dir().join("supervisor/ended.json").exists()).then_some(())
+    });
+}
+
+#[test]
+fn a_supervisor_whose_data_dir_is_gone_stops_its_tasks() {
+    let mut daemon = Daemon::start(&[]);
+    let nu = daemon.nu();
+    let marker = format!("sleep 4{}", std::process::id() % 1000 + 1000);
+    nu.run(&format!("orch submit [sh -c '{marker}'] | ignore"));
+    wait_running(&nu, 1);
+    assert!(runs_process(&marker));
+    daemon.kill9();
+    std::fs::remove_dir_all(daemon.data_dir()).unwrap();
+    eventually(
+        Duration::from_secs(15),
+        "the task and its supervisor to stop",
+        || (!runs_process(&marker) && supervisors(&daemon.data_dir()).is_empty()).then_some(()),
+    );
+}
+
+#[test]
+fn with_a_grace_period_a_supervisor_left_alone_cancels_its_tasks() {
+    let mut daemon = Daemon::start(&["--supervisor-grace", "1s"]);
+    let nu = daemon.nu();
+    nu.run("orch submit sleep 60 | ignore");
+    wait_running(&nu, 1);
+    daemon.kill9();
+    std::thread::sleep(Duration::from_secs(4));
+    daemon.restart();
+    let task = nu.json("orch wait 1 | select status attempts");
+    assert_eq!(task, json!([{"status": "cancelled", "attempts": 1}]));
+}

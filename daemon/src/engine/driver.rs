@@ -61,6 +61,17 @@ struct Executor {
     runtime: tokio::runtime::Handle,
 }
 
+/// Why the engine could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineStartError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The supervisor's attempts cannot be taken over.
+    #[error(transparent)]
+    TakeOver(#[from] crate::runner::TakeOverError),
+}
+
 /// A step's effects, with the runner's launches and tokens made ready.
 struct Work {
     events: Vec<Event>,
@@ -83,14 +94,14 @@ impl Engine {
     pub async fn start(
         snapshot: Snapshot,
         parts: EngineParts,
-    ) -> Result<(EngineHandle, tokio::task::JoinHandle<()>), StoreError> {
+    ) -> Result<(EngineHandle, tokio::task::JoinHandle<()>), EngineStartError> {
         let (sender, inbox) = mpsc::unbounded_channel();
         let (reporter, reports) = mpsc::unbounded_channel();
         let runner = parts.runner.with_reports(reporter);
         let runtime = tokio::runtime::Handle::current();
         // Attempts still under their supervisors are taken over; the others interrupted.
         let running = running_attempts(&snapshot);
-        let adopted = runner.take_over(&runtime, &running);
+        let adopted = runner.take_over(&running).await?;
         let adopted_ids: HashSet<TaskId> = adopted.iter().map(|a| a.id).collect();
         let launched: HashSet<TaskId> = adopted
             .iter()

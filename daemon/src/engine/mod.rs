@@ -21,7 +21,7 @@ mod records;
 mod state;
 mod validate;
 
-pub use driver::{Engine, EngineParts};
+pub use driver::{Engine, EngineParts, EngineStartError};
 pub use state::retention::{self, Keep, Rule, Selection};
 
 use orch_protocol::{

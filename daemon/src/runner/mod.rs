@@ -8,21 +8,22 @@
 //!   scripts; how parameters are passed is [`crate::nu_command`]'s, which builds the
 //!   process.
 //!
-//! - [`supervisor`]: the supervisor process each attempt runs under (unless supervision
-//!   is off), which outlives the daemon; [`supervised`]: the daemon's side of it (start,
-//!   follow, take over after a restart); [`attempt_dir`]: what they share on disk.
+//! - [`supervisor`]: the supervisor process of the data directory, which runs every
+//!   attempt (unless supervision is off) and outlives the daemon; [`supervised`]: the
+//!   daemon's side of it (start it, hand it attempts, take over after a restart);
+//!   [`wire`]: what they share, on disk and on its socket.
 //!
 //! A timeout or a cancel stops the whole process group: SIGTERM, then SIGKILL after a
 //! grace period.
 
-mod attempt_dir;
 mod log;
 mod params;
 mod supervised;
 mod supervisor;
+mod wire;
 
 pub use log::{DEFAULT_MAX_LOG_BYTES, log_path};
-pub use supervised::Adopted;
+pub use supervised::{Adopted, TakeOverError};
 pub use supervisor::{SuperviseError, main as supervisor_main};
 
 use std::path::{Path, PathBuf};
@@ -93,14 +94,14 @@ pub struct RunnerConfig {
     /// The largest a task's log file may grow (all attempts together); later output is
     /// discarded, after one line saying so.
     pub max_log_bytes: u64,
-    /// Each attempt runs under a supervisor process that outlives the daemon (see
-    /// [`supervisor`]); without, attempts are the daemon's children and a daemon stop
-    /// interrupts them.
+    /// Attempts run under the data directory's supervisor process, which outlives the
+    /// daemon (see [`supervisor`]); without, attempts are the daemon's children and a
+    /// daemon stop interrupts them.
     pub supervise: bool,
     /// The binary supervisors run (the daemon's own).
     pub binary: PathBuf,
-    /// How long a supervisor lets its attempt run with no daemon connected before it
-    /// stops it (`None`: for ever).
+    /// How long the supervisor lets attempts run with no daemon connected before it
+    /// stops them (`None`: for ever).
     pub supervisor_grace: Option<Duration>,
 }
 
@@ -147,9 +148,11 @@ impl Reporter {
 pub struct Runner {
     config: Arc<RunnerConfig>,
     reports: Option<mpsc::UnboundedSender<Report>>,
-    /// In a supervisor: the attempt's directory, which holds its parameters file and its
+    /// In the supervisor: its directory, which holds each attempt's parameters file and
     /// `TMPDIR`.
-    scratch: Option<Arc<attempt_dir::AttemptDir>>,
+    scratch: Option<wire::SupervisorDir>,
+    /// In the daemon: the connection to the supervisor.
+    supervision: Arc<supervised::Supervision>,
 }
 
 impl Runner {
@@ -162,15 +165,17 @@ impl Runner {
             config: Arc::new(config),
             reports: None,
             scratch: None,
+            supervision: Arc::default(),
         })
     }
 
-    /// The runner of a supervisor, for the attempt whose directory is `dir`.
-    fn in_supervisor(config: RunnerConfig, dir: &Path) -> Runner {
+    /// The runner of the supervisor whose directory is `dir`, with these settings.
+    fn in_supervisor(config: RunnerConfig, dir: wire::SupervisorDir) -> Runner {
         Runner {
             config: Arc::new(config),
             reports: None,
-            scratch: Some(Arc::new(attempt_dir::AttemptDir::at(dir))),
+            scratch: Some(dir),
+            supervision: Arc::default(),
         }
     }
 
@@ -201,12 +206,11 @@ impl Runner {
     pub fn launch(&self, runtime: &tokio::runtime::Handle, launch: Launch) {
         let runner = self.clone();
         runtime.spawn(async move {
+            if runner.config.supervise {
+                return runner.launch_supervised(launch).await;
+            }
             let reporter = runner.reporter(&launch);
-            let kind = if runner.config.supervise {
-                runner.run_supervised(launch).await
-            } else {
-                runner.run_here(launch).await
-            };
+            let kind = runner.run_here(launch).await;
             if let ReportKind::NotStarted(reason) = &kind {
                 let (task, attempt) = (reporter.id, reporter.attempt);
                 tracing::warn!(task, attempt, %reason, "cannot start a task for lack of resources; it will be tried again");
@@ -289,8 +293,9 @@ impl Runner {
             id: launch.id,
             attempt: launch.attempt,
         };
+        let key = (launch.id, launch.attempt);
         let params_file = match &self.scratch {
-            Some(dir) => dir.params_file(),
+            Some(dir) => dir.params_file(key),
             None => self
                 .config
                 .params_dir()
@@ -315,7 +320,10 @@ impl Runner {
             .as_ref()
             .filter(|_| !spec.env.contains_key("TMPDIR"))
         {
-            command = command.env("TMPDIR", dir.tmp());
+            let tmp = dir.scratch(key);
+            crate::files::create_private_dir(&tmp)
+                .map_err(|e| StartError::of(&tmp.display().to_string(), &e))?;
+            command = command.env("TMPDIR", tmp);
         }
         let (mut process, params_file) = command
             .envs(&spec.env)
@@ -388,8 +396,8 @@ async fn stop_group(child: &mut Child) {
     signal_group(pid, libc::SIGKILL);
 }
 
-/// In a supervisor: the task's main process is killed if the supervisor dies (a
-/// supervisor killed outright leaves an interrupted attempt, not a stray process).
+/// In the supervisor: the task's main process is killed if the supervisor dies (a
+/// supervisor killed outright leaves interrupted attempts, not stray processes).
 fn die_with_parent(process: &mut tokio::process::Command) {
     // SAFETY: the closure runs in the forked child before exec and only calls prctl(2),
     // which is async-signal-safe.

@@ -1,23 +1,34 @@
-//! The daemon's side of supervised attempts: it starts each attempt's supervisor (see
-//! [`super::supervisor`]) and follows it over its socket (progress lines in, a cancel
-//! out); at start it takes over the supervisors a previous daemon left, collects the
-//! outcomes of attempts that ended meanwhile, and stops supervisors of attempts the store
-//! does not know.
+//! The daemon's side of supervision: one connection to the supervisor of its data
+//! directory (see [`super::supervisor`]), started when none lives. Each launch is a
+//! message on it; progress lines and outcomes come back on it and go to the engine as
+//! reports. At start the daemon takes over what the supervisor holds: outcomes of
+//! attempts that ended while no daemon was there, attempts still running (followed
+//! again), and attempts the store does not know (stopped).
+//!
+//! A supervisor that goes away (killed) leaves the attempts it ran interrupted: their
+//! leftovers are stopped, and the next launch starts a new supervisor.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::process::Stdio;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
 
 use orch_protocol::{AttemptOutcome, TaskId};
-use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, BufWriter};
 use tokio::net::UnixStream;
-use tokio::process::Child;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::attempt_dir::{self, AttemptDir, LaunchFile, Message};
 use super::log::{TaskLog, lock};
+use super::wire::{self, AttemptKey, FromSupervisor, Hello, SupervisorDir, ToSupervisor};
 use super::{Launch, ReportKind, Reporter, Runner, StartError, log_path};
 
-/// An attempt left running (or ended) under a supervisor, which this daemon now follows.
+/// How long the daemon waits for a supervisor to come up and greet it.
+const START_WAIT: Duration = Duration::from_secs(10);
+
+/// An attempt left running (or ended) under the supervisor, which this daemon now
+/// follows.
 pub struct Adopted {
     /// The task.
     pub id: TaskId,
@@ -26,87 +37,233 @@ pub struct Adopted {
     /// Cancelled to stop it.
     pub token: CancellationToken,
     /// False for an attempt the previous daemon recorded as running but died before
-    /// launching (no supervisor ever bound its socket): it is reported as not started, and is tried
-    /// again without using an attempt; the processes a daemon without supervisors may
-    /// have left for it must be stopped first.
+    /// handing to the supervisor (which lived all along and never heard of it): it is
+    /// reported as not started, and is tried again without using an attempt; the
+    /// processes a daemon without supervisors may have left for it must be stopped
+    /// first.
     pub launched: bool,
 }
 
+/// Why the supervisor's attempts cannot be taken over.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the supervisor of {dir} speaks version {found} of the supervisor protocol, this daemon {ours}: let its attempts finish (or stop it) and start this daemon again"
+)]
+pub struct TakeOverError {
+    /// The supervisor's directory.
+    dir: String,
+    /// The version it speaks.
+    found: u32,
+    /// The version this daemon speaks.
+    ours: u32,
+}
+
+/// The daemon's connection to its supervisor, shared by the runner's clones.
+#[derive(Default)]
+pub(super) struct Supervision {
+    state: Mutex<Linked>,
+    /// Held while a connection is being opened (one at a time).
+    opening: tokio::sync::Mutex<()>,
+}
+
+/// The open connection, if any, and the attempts followed on it.
+#[derive(Default)]
+struct Linked {
+    link: Option<Link>,
+    /// Numbers the connections, so that a closed one only interrupts its own attempts.
+    generation: u64,
+    followers: HashMap<AttemptKey, Follower>,
+}
+
+/// Where messages to the supervisor go.
+#[derive(Clone)]
+struct Link {
+    to: mpsc::UnboundedSender<ToSupervisor>,
+    generation: u64,
+}
+
+/// An attempt the daemon waits on.
+struct Follower {
+    reporter: Reporter,
+    generation: u64,
+    /// Sends the cancel once the attempt's token is cancelled.
+    watcher: tokio::task::AbortHandle,
+}
+
+impl Supervision {
+    fn state(&self) -> MutexGuard<'_, Linked> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 impl Runner {
-    /// Runs the attempt under a new supervisor and follows it to its end.
-    pub(super) async fn run_supervised(&self, launch: Launch) -> ReportKind {
-        if launch.token.is_cancelled() {
-            return ReportKind::Exited(AttemptOutcome::Cancelled);
-        }
-        let dir = AttemptDir::of(&self.config.data_dir, launch.id, launch.attempt);
+    /// Hands the attempt to the supervisor (started when none lives); its outcome comes
+    /// back as a report.
+    pub(super) async fn launch_supervised(&self, launch: Launch) {
         let reporter = self.reporter(&launch);
-        match self.start_supervisor(&dir, &launch).await {
-            Ok((stream, child)) => {
-                self.follow(dir, stream, launch.token, reporter, Some(child))
-                    .await
-            }
+        if launch.token.is_cancelled() {
+            return reporter.send(ReportKind::Exited(AttemptOutcome::Cancelled));
+        }
+        let key = (launch.id, launch.attempt);
+        let link = match self.link().await {
+            Ok(link) => link,
             Err(StartError::Exhausted(reason)) => {
-                dir.remove();
-                ReportKind::NotStarted(reason)
+                return reporter.send(ReportKind::NotStarted(reason));
             }
             Err(StartError::Failed(error)) => {
-                dir.remove();
                 let log = TaskLog::shared(
                     log_path(&self.config.logs_dir, launch.id),
                     launch.attempt,
                     self.config.max_log_bytes,
                 );
-                let line = format!("orch: could not start the task's supervisor: {error}\n");
+                let line = format!("orch: could not start the supervisor: {error}\n");
                 lock(&log).write(line.as_bytes());
-                ReportKind::Exited(AttemptOutcome::SpawnFailed { error })
+                return reporter.send(ReportKind::Exited(AttemptOutcome::SpawnFailed { error }));
             }
+        };
+        let message = ToSupervisor::Launch {
+            id: launch.id,
+            attempt: launch.attempt,
+            spec: Box::new(launch.spec),
+            config: Box::new((*self.config).clone()),
+        };
+        let mut state = self.supervision.state();
+        if state.link.as_ref().map(|l| l.generation) != Some(link.generation) {
+            // The connection closed meanwhile: the attempt never reached a supervisor.
+            drop(state);
+            let reason = "the supervisor went away before the attempt started".to_string();
+            return reporter.send(ReportKind::NotStarted(reason));
+        }
+        let follower = self.follower(&link, key, reporter, launch.token);
+        state.followers.insert(key, follower);
+        let _ = link.to.send(message);
+    }
+
+    /// A follower of attempt `key` on `link`, whose cancel goes to the supervisor once
+    /// `token` is cancelled.
+    fn follower(
+        &self,
+        link: &Link,
+        key: AttemptKey,
+        reporter: Reporter,
+        token: CancellationToken,
+    ) -> Follower {
+        let to = link.to.clone();
+        let watcher = tokio::spawn(async move {
+            token.cancelled().await;
+            let (id, attempt) = key;
+            let _ = to.send(ToSupervisor::Cancel { id, attempt });
+        });
+        Follower {
+            reporter,
+            generation: link.generation,
+            watcher: watcher.abort_handle(),
         }
     }
 
-    /// Writes the launch file, starts the supervisor, waits until its socket listens and
-    /// connects to it (no connection when it has ended already).
-    async fn start_supervisor(
-        &self,
-        dir: &AttemptDir,
-        launch: &Launch,
-    ) -> Result<(Option<UnixStream>, Child), StartError> {
-        let file = LaunchFile {
-            config: (*self.config).clone(),
-            id: launch.id,
-            attempt: launch.attempt,
-            spec: launch.spec.clone(),
+    /// The open connection to the supervisor; opened (and the supervisor started) when
+    /// there is none.
+    async fn link(&self) -> Result<Link, StartError> {
+        if let Some(link) = self.supervision.state().link.clone() {
+            return Ok(link);
+        }
+        let _opening = self.supervision.opening.lock().await;
+        if let Some(link) = self.supervision.state().link.clone() {
+            return Ok(link);
+        }
+        let (reader, writer, hello) = self.open().await?;
+        // Whatever it holds is from before this daemon's last connection was lost (those
+        // attempts were reported interrupted): it is told to forget them.
+        let link = self.install(writer);
+        for (id, attempt) in hello.running {
+            let _ = link.to.send(ToSupervisor::Discard { id, attempt });
+        }
+        for ended in hello.ended {
+            let (id, attempt) = ended.key();
+            let _ = link.to.send(ToSupervisor::Release { id, attempt });
+        }
+        self.read(reader, &link);
+        Ok(link)
+    }
+
+    /// Makes the connection current: a task writes the messages sent to it. Its reader
+    /// is started with [`Runner::read`], once the attempts already on it are followed.
+    fn install(&self, writer: OwnedWriteHalf) -> Link {
+        let (to, from_daemon) = mpsc::unbounded_channel();
+        let mut state = self.supervision.state();
+        state.generation += 1;
+        let link = Link {
+            to,
+            generation: state.generation,
         };
-        let what = dir.path().display().to_string();
-        dir.create(&file).map_err(|e| StartError::of(&what, &e))?;
-        let lock = dir.lock().map_err(|e| StartError::of(&what, &e))?;
+        state.link = Some(link.clone());
+        drop(state);
+        tokio::spawn(write_messages(from_daemon, writer));
+        link
+    }
+
+    /// Starts reading the supervisor's messages on `link`.
+    fn read(&self, reader: BufReader<OwnedReadHalf>, link: &Link) {
+        let runner = self.clone();
+        let generation = link.generation;
+        tokio::spawn(async move { runner.read_messages(reader, generation).await });
+    }
+
+    /// Connects to the supervisor (starting one when none lives) and reads its hello.
+    async fn open(&self) -> Result<(BufReader<OwnedReadHalf>, OwnedWriteHalf, Hello), StartError> {
+        let dir = SupervisorDir::of(&self.config.data_dir);
+        let deadline = tokio::time::Instant::now() + START_WAIT;
+        let what = dir.socket().display().to_string();
+        loop {
+            match UnixStream::connect(dir.socket()).await {
+                Ok(stream) => {
+                    let (reader, writer) = stream.into_split();
+                    let mut reader = BufReader::new(reader);
+                    if let Some(hello) = read_hello(&mut reader, deadline).await {
+                        return Ok((reader, writer, hello));
+                    }
+                    // A supervisor that was exiting as this connected: the next is started.
+                }
+                Err(_) if dir.is_locked() => {}
+                Err(_) => self.start_supervisor().await?,
+            }
+            if tokio::time::Instant::now() >= deadline {
+                let error = std::io::Error::other("the supervisor does not answer");
+                return Err(StartError::of(&what, &error));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Starts the supervisor and waits until its socket listens (or it says another one
+    /// serves the data directory).
+    async fn start_supervisor(&self) -> Result<(), StartError> {
         let exe = &self.config.binary;
         let mut command = tokio::process::Command::new(exe);
         command
             .arg("supervise")
-            .arg(dir.path())
+            .arg(&self.config.data_dir)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(self.supervisor_stderr())
             .process_group(0)
             .kill_on_drop(false);
         crate::files::restore_umask(&mut command);
-        pass_lock(&mut command, &lock);
         let mut child = command
             .spawn()
             .map_err(|e| StartError::of(&exe.display().to_string(), &e))?;
-        drop(lock); // the supervisor holds it now
         let stdout = child.stdout.take().expect("stdout is piped");
         let mut line = String::new();
         let _ = BufReader::new(stdout).read_line(&mut line).await;
-        if line.trim() != attempt_dir::READY {
-            let status = child.wait().await;
-            let why = format!("the supervisor did not start ({status:?}; see supervisors.log)");
-            return Err(StartError::Failed(why));
+        let said = line.trim().to_string();
+        // Reaped whenever it exits (it outlives this daemon when need be).
+        tokio::spawn(async move { child.wait().await });
+        if said != wire::READY && said != wire::BUSY {
+            let why = "the supervisor did not start (see supervisors.log in the data dir)";
+            return Err(StartError::Failed(why.to_string()));
         }
-        // A quick attempt may be over (and its supervisor gone) before this connects: its
-        // outcome is in its directory all the same.
-        let stream = UnixStream::connect(dir.socket()).await.ok();
-        Ok((stream, child))
+        tracing::info!("started the supervisor of the running attempts");
+        Ok(())
     }
 
     /// Where supervisors write what goes wrong with them: `supervisors.log` in the data
@@ -123,203 +280,215 @@ impl Runner {
         }
     }
 
-    /// Follows a supervisor until the attempt ends (or the supervisor is gone), passing
-    /// its progress on and a cancel to it; then the outcome it recorded. A supervisor gone
-    /// without an outcome leaves an interrupted attempt (whatever it left running is
-    /// stopped first).
-    async fn follow(
-        &self,
-        dir: AttemptDir,
-        stream: Option<UnixStream>,
-        token: CancellationToken,
-        reporter: Reporter,
-        child: Option<Child>,
-    ) -> ReportKind {
-        if let Some(stream) = stream {
-            exchange(stream, &token, &reporter).await;
-        }
-        if let Some(mut child) = child {
-            let _ = child.wait().await;
-        }
-        match dir.read_outcome() {
-            Some(ended) => ended.report(),
-            None => {
-                let task = HashSet::from([reporter.id]);
-                crate::orphans::kill_leftovers(&self.config.data_dir, &task);
-                tracing::warn!(
-                    task = reporter.id,
-                    attempt = reporter.attempt,
-                    "the attempt's supervisor is gone without an outcome"
-                );
-                ReportKind::Exited(AttemptOutcome::Interrupted)
+    /// Reads the supervisor's messages on connection `generation` until it closes; then
+    /// the attempts followed on it that did not end are interrupted.
+    async fn read_messages(&self, reader: BufReader<OwnedReadHalf>, generation: u64) {
+        let mut lines = reader.lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            match serde_json::from_str::<FromSupervisor>(&line) {
+                Ok(FromSupervisor::Progress {
+                    id,
+                    attempt,
+                    progress,
+                }) => {
+                    let state = self.supervision.state();
+                    if let Some(follower) = state.followers.get(&(id, attempt)) {
+                        follower.reporter.send(ReportKind::Progress(progress));
+                    }
+                }
+                Ok(FromSupervisor::Ended(ended)) => {
+                    let follower = self.supervision.state().followers.remove(&ended.key());
+                    match follower {
+                        Some(follower) => {
+                            follower.watcher.abort();
+                            follower.reporter.send(ended.report());
+                        }
+                        None => self.release(ended.id, ended.attempt),
+                    }
+                }
+                Ok(FromSupervisor::Hello(_)) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "a message from the supervisor not understood")
+                }
             }
+        }
+        self.lost(generation).await;
+    }
+
+    /// Connection `generation` closed: its attempts are interrupted (whatever they left
+    /// running is stopped first), and the next launch opens a new one.
+    async fn lost(&self, generation: u64) {
+        let lost: Vec<(AttemptKey, Follower)> = {
+            let mut state = self.supervision.state();
+            if state
+                .link
+                .as_ref()
+                .is_some_and(|l| l.generation == generation)
+            {
+                state.link = None;
+            }
+            let keys: Vec<AttemptKey> = state
+                .followers
+                .iter()
+                .filter(|(_, f)| f.generation == generation)
+                .map(|(k, _)| *k)
+                .collect();
+            keys.into_iter()
+                .filter_map(|k| state.followers.remove(&k).map(|f| (k, f)))
+                .collect()
+        };
+        if lost.is_empty() {
+            return;
+        }
+        tracing::warn!(
+            attempts = lost.len(),
+            "the supervisor is gone: its attempts are interrupted"
+        );
+        let tasks: HashSet<TaskId> = lost.iter().map(|((id, _), _)| *id).collect();
+        let data_dir = self.config.data_dir.clone();
+        let _ =
+            tokio::task::spawn_blocking(move || crate::orphans::kill_leftovers(&data_dir, &tasks))
+                .await;
+        for (_, follower) in lost {
+            follower.watcher.abort();
+            follower
+                .reporter
+                .send(ReportKind::Exited(AttemptOutcome::Interrupted));
         }
     }
 
-    /// Takes over the attempts a previous daemon left `running` (in the store's order):
-    /// an outcome recorded meanwhile is reported now, in that order; a live supervisor is
-    /// followed again; an attempt never launched is reported as not started. Those are
-    /// returned; the others (a supervisor gone without an outcome) are interrupted.
-    /// Supervisors of attempts not in `running` are told to discard theirs.
-    pub fn take_over(
+    /// Takes over what the supervisor holds (starting one when none lives), for the
+    /// attempts a previous daemon left `running` (in the store's order): an outcome
+    /// recorded meanwhile is reported now, in that order; a running attempt is followed
+    /// again; an attempt the (living) supervisor never heard of is reported as not
+    /// started. Those are returned; the others (their supervisor died) are interrupted.
+    /// Attempts the store does not know are discarded.
+    pub async fn take_over(
         &self,
-        runtime: &tokio::runtime::Handle,
         running: &[(TaskId, u32)],
-    ) -> Vec<Adopted> {
+    ) -> Result<Vec<Adopted>, TakeOverError> {
+        if !self.config.supervise {
+            return Ok(Vec::new());
+        }
+        let _opening = self.supervision.opening.lock().await;
+        let (reader, writer, hello) = match self.open().await {
+            Ok(opened) => opened,
+            Err(StartError::Exhausted(why) | StartError::Failed(why)) => {
+                tracing::error!(%why, "cannot reach the supervisor: running attempts are interrupted");
+                return Ok(Vec::new());
+            }
+        };
+        if hello.protocol != wire::PROTOCOL {
+            let dir = SupervisorDir::of(&self.config.data_dir);
+            return Err(TakeOverError {
+                dir: dir.path().display().to_string(),
+                found: hello.protocol,
+                ours: wire::PROTOCOL,
+            });
+        }
+        let link = self.install(writer);
+        let mut ended: HashMap<AttemptKey, _> =
+            hello.ended.into_iter().map(|e| (e.key(), e)).collect();
+        let mut alive: HashSet<AttemptKey> = hello.running.into_iter().collect();
         let mut adopted = Vec::new();
-        for &(id, attempt) in running {
-            let dir = AttemptDir::of(&self.config.data_dir, id, attempt);
+        for &key in running {
+            let (id, attempt) = key;
             let reporter = Reporter {
                 reports: self.reports.clone(),
                 id,
                 attempt,
             };
             let token = CancellationToken::new();
-            match connect(&dir) {
-                Some(stream) => {
-                    tracing::info!(task = id, attempt, "re-attached to a running attempt");
-                    let (runner, token) = (self.clone(), token.clone());
-                    runtime.spawn(async move {
-                        let kind = runner
-                            .follow(dir, Some(stream), token, reporter.clone(), None)
-                            .await;
-                        reporter.send(kind);
-                    });
-                }
-                None => match dir.read_outcome() {
-                    Some(ended) => {
-                        tracing::info!(task = id, attempt, outcome = ?ended.outcome, at_ms = ended.at_ms, "collected an attempt that ended while the daemon was down");
-                        reporter.send(ended.report());
-                    }
-                    // The daemon made the directory but died before its supervisor came up
-                    // (no directory: a daemon without supervisors ran it, or died even
-                    // earlier; it is interrupted, as before).
-                    None if dir.path().exists() && !dir.socket().exists() => {
-                        dir.remove();
-                        tracing::info!(
-                            task = id,
-                            attempt,
-                            "an attempt the previous daemon did not launch is tried again"
-                        );
-                        let reason = "the daemon stopped before starting it".to_string();
-                        reporter.send(ReportKind::NotStarted(reason));
-                        adopted.push(Adopted {
-                            id,
-                            attempt,
-                            token,
-                            launched: false,
-                        });
-                        continue;
-                    }
-                    None => {
-                        dir.remove();
-                        continue;
-                    }
-                },
-            }
+            let launched = if let Some(ended) = ended.remove(&key) {
+                tracing::info!(task = id, attempt, outcome = ?ended.outcome, at_ms = ended.at_ms, "collected an attempt that ended while the daemon was down");
+                reporter.send(ended.report());
+                true
+            } else if alive.remove(&key) {
+                tracing::info!(task = id, attempt, "re-attached to a running attempt");
+                let follower = self.follower(&link, key, reporter, token.clone());
+                self.supervision.state().followers.insert(key, follower);
+                true
+            } else if !hello.fresh {
+                tracing::info!(
+                    task = id,
+                    attempt,
+                    "an attempt the previous daemon did not launch is tried again"
+                );
+                let reason = "the daemon stopped before starting it".to_string();
+                reporter.send(ReportKind::NotStarted(reason));
+                false
+            } else {
+                continue;
+            };
             adopted.push(Adopted {
                 id,
                 attempt,
                 token,
-                launched: true,
+                launched,
             });
         }
-        self.discard_strays(running);
-        adopted
-    }
-
-    /// Tells the supervisors of attempts not in `running` to stop theirs and leave no
-    /// outcome; removes the directories of such attempts that have none.
-    fn discard_strays(&self, running: &[(TaskId, u32)]) {
-        let known: HashSet<(TaskId, u32)> = running.iter().copied().collect();
-        let Ok(entries) = std::fs::read_dir(attempt_dir::attempts_dir(&self.config.data_dir))
-        else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let parsed = AttemptDir::parse(&name.to_string_lossy());
-            if parsed.is_some_and(|k| known.contains(&k)) {
-                continue;
-            }
-            let dir = AttemptDir::at(&entry.path());
-            match std::os::unix::net::UnixStream::connect(dir.socket()) {
-                Ok(mut stream) => {
-                    use std::io::Write as _;
-                    tracing::warn!(dir = %dir.path().display(), "stopping the supervisor of an attempt the store does not know");
-                    let _ = writeln!(stream, "{}", attempt_dir::DISCARD);
-                }
-                Err(_) => dir.remove(),
-            }
+        for (id, attempt) in alive {
+            tracing::warn!(
+                task = id,
+                attempt,
+                "stopping an attempt the store does not know"
+            );
+            let _ = link.to.send(ToSupervisor::Discard { id, attempt });
         }
+        for (id, attempt) in ended.into_keys() {
+            let _ = link.to.send(ToSupervisor::Release { id, attempt });
+        }
+        // Only now: an attempt followed again may end at once.
+        self.read(reader, &link);
+        Ok(adopted)
     }
 
-    /// Removes the directory of a supervised attempt whose outcome is committed.
+    /// Tells the supervisor that the outcome of a supervised attempt is committed.
     pub fn release(&self, id: TaskId, attempt: u32) {
-        if self.config.supervise {
-            AttemptDir::of(&self.config.data_dir, id, attempt).remove();
+        if !self.config.supervise {
+            return;
+        }
+        if let Some(link) = &self.supervision.state().link {
+            let _ = link.to.send(ToSupervisor::Release { id, attempt });
         }
     }
 }
 
-/// How long a start waits for a supervisor that holds its lock but does not accept yet
-/// (one the previous daemon started an instant before it died).
-const STARTING_SUPERVISOR_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// The supervisor's lock, inherited as descriptor 3 (see [`super::attempt_dir`]).
-fn pass_lock(command: &mut tokio::process::Command, lock: &std::fs::File) {
-    use std::os::fd::AsRawFd as _;
-    let fd = lock.as_raw_fd();
-    // SAFETY: the closure runs in the forked child before exec and only calls dup2(2),
-    // which is async-signal-safe; the new descriptor 3 does not close on exec.
-    unsafe {
-        command.pre_exec(move || {
-            if libc::dup2(fd, 3) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
+/// Reads the supervisor's hello (`None` when the connection closes first, or nothing
+/// comes before `deadline`).
+async fn read_hello(
+    reader: &mut BufReader<OwnedReadHalf>,
+    deadline: tokio::time::Instant,
+) -> Option<Hello> {
+    let mut line = String::new();
+    let read = tokio::time::timeout_at(deadline, reader.read_line(&mut line)).await;
+    match read {
+        Ok(Ok(n)) if n > 0 => match serde_json::from_str(&line) {
+            Ok(FromSupervisor::Hello(hello)) => Some(hello),
+            _ => None,
+        },
+        _ => None,
     }
 }
 
-/// Connects to the supervisor of `dir`: at once if it listens; if it holds its lock but
-/// does not listen yet, once it does (for a while).
-fn connect(dir: &AttemptDir) -> Option<UnixStream> {
-    let deadline = std::time::Instant::now() + STARTING_SUPERVISOR_WAIT;
-    let stream = loop {
-        match std::os::unix::net::UnixStream::connect(dir.socket()) {
-            Ok(stream) => break stream,
-            Err(_) if dir.is_locked() && std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(10));
+/// Writes the messages sent to the supervisor, as many as are waiting in one write.
+async fn write_messages(
+    mut messages: mpsc::UnboundedReceiver<ToSupervisor>,
+    writer: OwnedWriteHalf,
+) {
+    let mut writer = BufWriter::new(writer);
+    while let Some(message) = messages.recv().await {
+        let mut next = Some(message);
+        while let Some(message) = next {
+            let mut line = serde_json::to_vec(&message).expect("messages serialize");
+            line.push(b'\n');
+            if writer.write_all(&line).await.is_err() {
+                return;
             }
-            Err(_) => return None,
+            next = messages.try_recv().ok();
         }
-    };
-    stream.set_nonblocking(true).ok()?;
-    UnixStream::from_std(stream).ok()
-}
-
-/// Passes the supervisor's progress lines on until it says the attempt ended or the
-/// connection closes; sends it a cancel once `token` is cancelled.
-async fn exchange(stream: UnixStream, token: &CancellationToken, reporter: &Reporter) {
-    let (reader, mut writer) = stream.into_split();
-    let mut lines = BufReader::new(reader).lines();
-    let mut cancel_sent = false;
-    loop {
-        tokio::select! {
-            line = lines.next_line() => match line {
-                Ok(Some(line)) => match serde_json::from_str::<Message>(&line) {
-                    Ok(Message::Progress(p)) => reporter.send(ReportKind::Progress(p)),
-                    Ok(Message::Ended) => return,
-                    Err(_) => {}
-                },
-                _ => return,
-            },
-            () = token.cancelled(), if !cancel_sent => {
-                cancel_sent = true;
-                let line = format!("{}\n", attempt_dir::CANCEL);
-                let _ = writer.write_all(line.as_bytes()).await;
-            }
+        if writer.flush().await.is_err() {
+            return;
         }
     }
 }

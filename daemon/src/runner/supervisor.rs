@@ -1,15 +1,24 @@
-//! The supervisor: the daemon binary started as `provisioning-orchestrator supervise DIR`
-//! for one attempt, in its own process group, so that the attempt outlives the daemon
-//! (a crash, a restart, an upgrade).
+//! The supervisor: the daemon binary started as `provisioning-orchestrator supervise DATA`
+//! by the daemon of that data directory, in its own process group, so that the attempts
+//! it runs outlive the daemon (a crash, a restart, an upgrade). One supervisor serves
+//! every attempt of its data directory (as a containerd shim serves a pod's containers):
+//! an attempt costs one process, its own, not two.
 //!
-//! It runs the attempt with the runner's own code (process group, task log, progress
-//! lines, timeout, TERM then KILL on cancel), listens on the attempt directory's socket
-//! for the daemon (the one that started it, or the next one), forwards progress lines to
-//! whichever daemon is connected, and records the outcome durably before it says so and
-//! exits. It stops its task (leaving no outcome) when its data directory or its attempt
-//! directory disappears, or when it is told to discard the attempt; with a grace period
-//! it also stops it (a cancel) once no daemon has been connected for that long.
+//! It runs each attempt with the runner's own code (process group, task log, progress
+//! lines, timeout, TERM then KILL on cancel), is the parent of each attempt's process (so
+//! it collects every exit status), forwards progress lines and outcomes to the connected
+//! daemon, and keeps each outcome until that daemon says it is committed (`release`).
+//! Outcomes no daemon has committed are written durably to its journal whenever no
+//! daemon is connected (see [`super::wire`]), so that they outlive the supervisor too.
+//!
+//! It stops every attempt (leaving no outcome) when its data directory disappears; with a
+//! grace period it also stops them (a cancel) once no daemon has been connected for that
+//! long. With no daemon connected and nothing running, it exits after a short while.
+//! Each attempt's process is killed if the supervisor dies (`PR_SET_PDEATHSIG`): a
+//! supervisor killed outright leaves interrupted attempts, not stray processes.
 
+use std::collections::HashMap;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
@@ -18,24 +27,21 @@ use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::attempt_dir::{self, AttemptDir, Ended, Message};
-use super::{Launch, ReportKind, Runner};
+use super::wire::{
+    self, AttemptKey, EndedAttempt, FromSupervisor, Hello, SupervisorDir, ToSupervisor,
+};
+use super::{Launch, Report, ReportKind, Runner};
 
-/// How often the supervisor checks that its directories exist and its daemon is near.
+/// How often the supervisor checks that its data directory exists and its daemon is near.
 const CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// How long a supervisor with nothing to run and no daemon waits before it exits.
+const IDLE_EXIT: Duration = Duration::from_secs(2);
 
 /// Why a supervisor could not do its work.
 #[derive(Debug, thiserror::Error)]
 pub enum SuperviseError {
-    /// The launch file is missing or unreadable.
-    #[error("cannot read the launch file in {dir}: {source}")]
-    Launch {
-        /// The attempt directory.
-        dir: String,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The socket could not be bound, or the outcome could not be written.
+    /// A file or the socket could not be used.
     #[error("{what}: {source}")]
     Io {
         /// What failed.
@@ -45,15 +51,15 @@ pub enum SuperviseError {
     },
 }
 
-/// Runs the supervisor of the attempt in `dir` to its end; the process's exit code.
-pub fn main(dir: &std::path::Path) -> std::process::ExitCode {
+/// Runs the supervisor of the data directory `data_dir` to its end; the process's exit
+/// code.
+pub fn main(data_dir: &Path) -> std::process::ExitCode {
     crate::files::set_private_umask();
-    keep_lock_from_task();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build();
     let result = match runtime {
-        Ok(runtime) => runtime.block_on(supervise(AttemptDir::at(dir))),
+        Ok(runtime) => runtime.block_on(supervise(data_dir)),
         Err(source) => Err(SuperviseError::Io {
             what: "cannot start the runtime",
             source,
@@ -63,7 +69,11 @@ pub fn main(dir: &std::path::Path) -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             use std::io::Write as _;
-            let _ = writeln!(std::io::stderr(), "supervisor of {}: {e}", dir.display());
+            let _ = writeln!(
+                std::io::stderr(),
+                "supervisor of {}: {e}",
+                data_dir.display()
+            );
             std::process::ExitCode::FAILURE
         }
     }
@@ -71,10 +81,21 @@ pub fn main(dir: &std::path::Path) -> std::process::ExitCode {
 
 /// What the daemon's connections tell the supervisor.
 enum FromDaemon {
-    Cancel,
-    Discard,
-    /// Connection number `n` closed.
+    /// A message of connection number `.0`.
+    Says(u64, ToSupervisor),
+    /// Connection number `.0` closed.
     Gone(u64),
+}
+
+/// An attempt the supervisor holds.
+enum Held {
+    /// Running; cancelled to stop it; `discard` once it is to leave no outcome.
+    Running {
+        token: CancellationToken,
+        discard: bool,
+    },
+    /// Ended, its outcome not yet released.
+    Ended(EndedAttempt),
 }
 
 /// The connection to the daemon, if one is open.
@@ -87,7 +108,7 @@ struct Link {
 
 impl Link {
     /// Sends `message` to the connected daemon, if any (a failed write drops the link).
-    async fn send(&mut self, message: &Message) {
+    async fn send(&mut self, message: &FromSupervisor) {
         let Some(writer) = &mut self.writer else {
             return;
         };
@@ -99,91 +120,307 @@ impl Link {
     }
 }
 
-async fn supervise(dir: AttemptDir) -> Result<(), SuperviseError> {
-    let launch = dir.read_launch().map_err(|source| SuperviseError::Launch {
-        dir: dir.path().display().to_string(),
-        source,
-    })?;
+/// The supervisor's state: what it holds, and who listens.
+struct Supervisor {
+    dir: SupervisorDir,
+    held: HashMap<AttemptKey, Held>,
+    link: Link,
+    /// Since when no daemon has been connected (`None`: one is).
+    alone_since: Option<Instant>,
+    /// Whether a daemon ever connected.
+    greeted: bool,
+    /// Whether the journal on disk holds outcomes.
+    journaled: bool,
+    /// How long attempts may run with no daemon connected (the latest launch's setting).
+    grace: Option<Duration>,
+    /// Whether the grace period ran out (the running attempts were cancelled).
+    grace_spent: bool,
+    /// Whether the data directory is gone (every attempt is being discarded).
+    orphaned: bool,
+    /// Attempts ending: their key and how.
+    ended_tx: mpsc::UnboundedSender<(AttemptKey, ReportKind)>,
+    /// Progress lines of running attempts.
+    reports_tx: mpsc::UnboundedSender<Report>,
+}
+
+async fn supervise(data_dir: &Path) -> Result<(), SuperviseError> {
     let io = |what| move |source| SuperviseError::Io { what, source };
+    let dir = SupervisorDir::of(data_dir);
+    let Some(_lock) = dir
+        .lock()
+        .map_err(io("cannot lock the supervisor's directory"))?
+    else {
+        // Another supervisor serves this data directory: the daemon connects to it.
+        let _ = announce(wire::BUSY);
+        return Ok(());
+    };
     let _ = std::fs::remove_file(dir.socket());
     let listener = UnixListener::bind(dir.socket()).map_err(io("cannot bind the socket"))?;
-    crate::files::create_private_dir(&dir.tmp()).map_err(io("cannot create TMPDIR"))?;
-    // A daemon that died before reading it is no reason to stop: the next one takes over.
-    let _ = announce_ready();
-    let data_dir = launch.config.data_dir.clone();
-    let grace = launch.config.supervisor_grace;
+    crate::files::create_private_dir(&dir.path().join("attempts"))
+        .map_err(io("cannot create the attempts' directory"))?;
+    // A daemon that died before reading it is no reason to stop: the next one connects.
+    let _ = announce(wire::READY);
+    let (ended_tx, mut ended) = mpsc::unbounded_channel();
     let (reports_tx, mut reports) = mpsc::unbounded_channel();
-    let runner = Runner::in_supervisor(launch.config, dir.path()).with_reports(reports_tx);
-    let token = CancellationToken::new();
-    let attempt = Launch {
-        id: launch.id,
-        attempt: launch.attempt,
-        spec: launch.spec,
-        token: token.clone(),
+    let journal = dir.read_journal();
+    let mut state = Supervisor {
+        journaled: !journal.is_empty(),
+        held: journal
+            .into_iter()
+            .map(|e| (e.key(), Held::Ended(e)))
+            .collect(),
+        dir,
+        link: Link::default(),
+        alone_since: Some(Instant::now()),
+        greeted: false,
+        grace: None,
+        grace_spent: false,
+        orphaned: false,
+        ended_tx,
+        reports_tx,
     };
-    let mut run = std::pin::pin!(runner.run_here(attempt));
     let (from_daemon, mut commands) = mpsc::unbounded_channel();
-    let mut link = Link::default();
-    let mut alone_since = Some(Instant::now());
-    let mut discard = false;
     let mut check = tokio::time::interval(CHECK_EVERY);
-    let kind = loop {
+    loop {
         tokio::select! {
-            kind = &mut run => break kind,
             Ok((stream, _)) = listener.accept() => {
                 let (reader, writer) = stream.into_split();
-                link.number += 1;
-                link.writer = Some(writer);
-                alone_since = None;
-                tokio::spawn(listen(reader, link.number, from_daemon.clone()));
+                state.connected(writer).await;
+                tokio::spawn(listen(reader, state.link.number, from_daemon.clone()));
             }
-            Some(report) = reports.recv() => {
-                if let ReportKind::Progress(p) = report.kind {
-                    link.send(&Message::Progress(p)).await;
-                }
-            }
+            Some(report) = reports.recv() => state.progress(report).await,
+            Some((key, kind)) = ended.recv() => state.ended(key, kind).await,
             Some(command) = commands.recv() => match command {
-                FromDaemon::Cancel => token.cancel(),
-                FromDaemon::Discard => {
-                    discard = true;
-                    token.cancel();
-                }
-                FromDaemon::Gone(n) if n == link.number => {
-                    link.writer = None;
-                    alone_since = Some(Instant::now());
-                }
-                FromDaemon::Gone(_) => {}
+                FromDaemon::Says(n, message) if n == state.link.number => state.obey(message),
+                FromDaemon::Says(..) => {}
+                FromDaemon::Gone(n) => state.gone(n),
             },
             _ = check.tick() => {
-                if !data_dir.exists() || !dir.path().exists() {
-                    discard = true;
-                    token.cancel();
-                }
-                if grace.zip(alone_since).is_some_and(|(g, since)| since.elapsed() >= g) {
-                    token.cancel();
+                if state.check(data_dir) {
+                    break;
                 }
             }
         }
-    };
-    while let Ok(report) = reports.try_recv() {
-        if let ReportKind::Progress(p) = report.kind {
-            link.send(&Message::Progress(p)).await;
-        }
     }
-    let _ = std::fs::remove_dir_all(dir.tmp());
-    if discard {
-        dir.remove();
-        return Ok(());
-    }
-    let ended = Ended::of(kind).expect("an attempt ends with an exit");
-    // Synced only when no daemon is connected: a connected one commits it to the store.
-    dir.write_outcome(&ended, link.writer.is_none())
-        .map_err(io("cannot record the outcome"))?;
-    link.send(&Message::Ended).await;
+    let _ = std::fs::remove_file(state.dir.socket());
     Ok(())
 }
 
-/// Reads the lines of daemon connection number `n` until it closes.
+impl Supervisor {
+    /// A daemon connected: it replaces the previous one and is told what is held.
+    async fn connected(&mut self, writer: OwnedWriteHalf) {
+        self.link.number += 1;
+        self.link.writer = Some(writer);
+        self.alone_since = None;
+        self.grace_spent = false;
+        let mut hello = Hello {
+            protocol: wire::PROTOCOL,
+            fresh: !self.greeted,
+            running: Vec::new(),
+            ended: Vec::new(),
+        };
+        for (key, held) in &self.held {
+            match held {
+                Held::Running { discard: false, .. } => hello.running.push(*key),
+                Held::Running { .. } => {}
+                Held::Ended(ended) => hello.ended.push(ended.clone()),
+            }
+        }
+        hello.running.sort_unstable();
+        self.greeted = true;
+        self.link.send(&FromSupervisor::Hello(hello)).await;
+    }
+
+    /// Carries out a message of the connected daemon.
+    fn obey(&mut self, message: ToSupervisor) {
+        match message {
+            ToSupervisor::Launch {
+                id,
+                attempt,
+                spec,
+                config,
+            } => self.launch((id, attempt), *spec, *config),
+            ToSupervisor::Cancel { id, attempt } => {
+                if let Some(Held::Running { token, .. }) = self.held.get(&(id, attempt)) {
+                    token.cancel();
+                }
+            }
+            ToSupervisor::Discard { id, attempt } => {
+                if let Some(Held::Running { token, discard }) = self.held.get_mut(&(id, attempt)) {
+                    *discard = true;
+                    token.cancel();
+                }
+            }
+            ToSupervisor::Release { id, attempt } => {
+                if let Some(Held::Ended(_)) = self.held.get(&(id, attempt)) {
+                    self.held.remove(&(id, attempt));
+                    self.save_journal_if_kept();
+                }
+            }
+        }
+    }
+
+    /// Starts attempt `key` (unless it runs already; a new launch replaces an outcome
+    /// left from an earlier start of the same attempt).
+    fn launch(
+        &mut self,
+        key: AttemptKey,
+        spec: orch_protocol::TaskSpec,
+        config: super::RunnerConfig,
+    ) {
+        if matches!(self.held.get(&key), Some(Held::Running { .. })) {
+            return;
+        }
+        self.grace = config.supervisor_grace;
+        let token = CancellationToken::new();
+        if self.orphaned || self.grace_spent {
+            token.cancel();
+        }
+        self.held.insert(
+            key,
+            Held::Running {
+                token: token.clone(),
+                discard: self.orphaned,
+            },
+        );
+        let runner =
+            Runner::in_supervisor(config, self.dir.clone()).with_reports(self.reports_tx.clone());
+        let launch = Launch {
+            id: key.0,
+            attempt: key.1,
+            spec,
+            token,
+        };
+        let ended = self.ended_tx.clone();
+        tokio::spawn(async move {
+            let kind = runner.run_here(launch).await;
+            let _ = ended.send((key, kind));
+        });
+    }
+
+    /// Passes a progress line on to the connected daemon.
+    async fn progress(&mut self, report: Report) {
+        if let ReportKind::Progress(progress) = report.kind {
+            let (id, attempt) = (report.id, report.attempt);
+            let message = FromSupervisor::Progress {
+                id,
+                attempt,
+                progress,
+            };
+            self.link.send(&message).await;
+        }
+    }
+
+    /// Attempt `key` ended as `kind`: its outcome is kept (and journaled when no daemon
+    /// is connected) and sent; a discarded attempt is forgotten.
+    async fn ended(&mut self, key: AttemptKey, kind: ReportKind) {
+        let scratch = self.dir.scratch(key);
+        if let Err(e) = std::fs::remove_dir_all(&scratch)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            let _ = writeln_stderr(&format!("cannot remove {}: {e}", scratch.display()));
+        }
+        let _ = std::fs::remove_file(self.dir.params_file(key));
+        if let Some(Held::Running { discard: true, .. }) = self.held.get(&key) {
+            self.held.remove(&key);
+            return;
+        }
+        let Some(ended) = EndedAttempt::of(key, kind) else {
+            return;
+        };
+        self.held.insert(key, Held::Ended(ended.clone()));
+        self.link.send(&FromSupervisor::Ended(ended)).await;
+        if self.link.writer.is_none() {
+            self.save_journal();
+        }
+    }
+
+    /// Connection number `n` closed: when it was the current one, the outcomes it did not
+    /// release are journaled.
+    fn gone(&mut self, n: u64) {
+        if n == self.link.number {
+            self.link.writer = None;
+            self.alone_since.get_or_insert_with(Instant::now);
+            self.save_journal();
+        }
+    }
+
+    /// The periodic check; true when the supervisor is to exit.
+    fn check(&mut self, data_dir: &Path) -> bool {
+        let running = self
+            .held
+            .values()
+            .filter(|h| matches!(h, Held::Running { .. }));
+        let running = running.count();
+        if !self.orphaned && !data_dir.exists() {
+            self.orphaned = true;
+            for held in self.held.values_mut() {
+                if let Held::Running { token, discard } = held {
+                    *discard = true;
+                    token.cancel();
+                }
+            }
+        }
+        if self.orphaned {
+            return running == 0;
+        }
+        let Some(since) = self.alone_since else {
+            return false;
+        };
+        self.spend_grace();
+        running == 0 && since.elapsed() >= IDLE_EXIT
+    }
+
+    /// Cancels the running attempts once no daemon has been connected for the grace
+    /// period (the latest launch's setting).
+    fn spend_grace(&mut self) {
+        let Some((grace, since)) = self.grace.zip(self.alone_since) else {
+            return;
+        };
+        if self.grace_spent || since.elapsed() < grace {
+            return;
+        }
+        self.grace_spent = true;
+        for held in self.held.values() {
+            if let Held::Running { token, .. } = held {
+                token.cancel();
+            }
+        }
+    }
+
+    /// Writes the journal when it holds outcomes (a daemon connected since it was
+    /// written keeps it in step as it releases them).
+    fn save_journal_if_kept(&mut self) {
+        if self.link.writer.is_none() || self.journaled {
+            self.save_journal();
+        }
+    }
+
+    /// Writes every outcome not released to the journal, durably.
+    fn save_journal(&mut self) {
+        let ended: Vec<&EndedAttempt> = self
+            .held
+            .values()
+            .filter_map(|h| match h {
+                Held::Ended(ended) => Some(ended),
+                Held::Running { .. } => None,
+            })
+            .collect();
+        match self.dir.write_journal(&ended) {
+            Ok(()) => self.journaled = !ended.is_empty(),
+            Err(e) => {
+                let _ = writeln_stderr(&format!("cannot write the journal of outcomes: {e}"));
+            }
+        }
+    }
+}
+
+fn writeln_stderr(line: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    writeln!(std::io::stderr(), "{line}")
+}
+
+/// Reads the messages of daemon connection number `n` until it closes.
 async fn listen(
     reader: tokio::net::unix::OwnedReadHalf,
     n: u64,
@@ -191,32 +428,26 @@ async fn listen(
 ) {
     let mut lines = BufReader::new(reader).lines();
     while let Ok(Some(line)) = lines.next_line().await {
-        let command = match line.trim() {
-            attempt_dir::CANCEL => FromDaemon::Cancel,
-            attempt_dir::DISCARD => FromDaemon::Discard,
-            _ => continue,
-        };
-        let _ = to.send(command);
+        match serde_json::from_str::<ToSupervisor>(&line) {
+            Ok(message) => {
+                let _ = to.send(FromDaemon::Says(n, message));
+            }
+            Err(e) => {
+                let _ = writeln_stderr(&format!("a message it does not understand: {e}"));
+            }
+        }
     }
     let _ = to.send(FromDaemon::Gone(n));
 }
 
-/// The attempt's lock (descriptor 3, from the daemon) stays with the supervisor: the
-/// task does not inherit it, so a task left behind never passes for a live supervisor.
-fn keep_lock_from_task() {
-    // SAFETY: fcntl(2) on descriptor 3 (failing harmlessly if it is not open).
-    unsafe {
-        libc::fcntl(3, libc::F_SETFD, libc::FD_CLOEXEC);
-    }
-}
-
-/// Tells the daemon that started it that the socket listens, then lets go of its
-/// standard output (pointed at /dev/null), which is the daemon's pipe.
-fn announce_ready() -> std::io::Result<()> {
+/// Tells the daemon that started it whether it serves (its socket listens) or another
+/// one does, then lets go of its standard output (pointed at /dev/null), which is the
+/// daemon's pipe.
+fn announce(line: &str) -> std::io::Result<()> {
     use std::io::Write as _;
     use std::os::fd::AsRawFd as _;
     let mut out = std::io::stdout();
-    let said = writeln!(out, "{}", attempt_dir::READY).and_then(|()| out.flush());
+    let said = writeln!(out, "{line}").and_then(|()| out.flush());
     let null = std::fs::OpenOptions::new().write(true).open("/dev/null")?;
     // SAFETY: dup2(2) on two open descriptors; replacing fd 1 only redirects later writes.
     if unsafe { libc::dup2(null.as_raw_fd(), 1) } < 0 {

@@ -14,7 +14,7 @@
 //! - the umask the daemon was started with, a process group of its own, stdin closed.
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
@@ -165,19 +165,25 @@ impl<'a> NuCommand<'a> {
         params: &serde_json::Value,
         params_file: &Path,
     ) -> std::io::Result<(tokio::process::Command, Option<ParamsFile>)> {
+        let path = self
+            .env
+            .get("PATH")
+            .cloned()
+            .or_else(|| std::env::var_os("PATH"));
+        let found = |program: &OsStr| find_program(program, path.as_deref(), self.cwd);
         let mut process = match self.program {
             Program::Snippet(code) => {
-                let mut p = tokio::process::Command::new(self.nu);
+                let mut p = tokio::process::Command::new(found(self.nu.as_os_str()));
                 p.arg("-n").arg("-c").arg(format!("{PRELUDE}{code}"));
                 p
             }
             Program::Script { prelude, script } => {
-                let mut p = tokio::process::Command::new(self.nu);
+                let mut p = tokio::process::Command::new(found(self.nu.as_os_str()));
                 p.arg("--env-config").arg(prelude).arg(script);
                 p
             }
             Program::Plain { program, args } => {
-                let mut p = tokio::process::Command::new(program);
+                let mut p = tokio::process::Command::new(found(OsStr::new(program)));
                 p.args(args);
                 p
             }
@@ -206,9 +212,63 @@ impl<'a> NuCommand<'a> {
     }
 }
 
+/// The file the child's `execvp` would run for `program`, looked up on `path` (the
+/// child's `PATH`) here, so that the standard library can start the process with
+/// posix_spawn (it falls back to a fork, which copies the parent's page tables, to search
+/// a `PATH` the environment changes). A program with a `/` in its name, or one not found
+/// (its start then fails as exec would), is left as it is; relative `PATH` entries are
+/// taken from the child's working directory `cwd`.
+fn find_program(program: &OsStr, path: Option<&OsStr>, cwd: &Path) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt as _;
+    use std::os::unix::fs::PermissionsExt as _;
+    if program.as_bytes().contains(&b'/') || program.is_empty() {
+        return PathBuf::from(program);
+    }
+    let executable = |candidate: &Path| {
+        std::fs::metadata(candidate)
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    std::env::split_paths(path.unwrap_or_default())
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .map(|dir| cwd.join(dir).join(program))
+        .find(|candidate| executable(candidate))
+        .unwrap_or_else(|| PathBuf::from(program))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn programs_are_found_on_the_childs_path_as_exec_would() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let root = tempfile::tempdir().unwrap();
+        let (a, b) = (root.path().join("a"), root.path().join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        let plain = a.join("tool");
+        std::fs::write(&plain, "").unwrap(); // not executable: skipped
+        let tool = b.join("tool");
+        std::fs::write(&tool, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = std::env::join_paths([&a, &b]).unwrap();
+        let cwd = Path::new("/");
+        assert_eq!(find_program(OsStr::new("tool"), Some(&path), cwd), tool);
+        // Relative entries are the child's working directory's.
+        let relative = OsStr::new("b");
+        assert_eq!(
+            find_program(OsStr::new("tool"), Some(relative), root.path()),
+            tool
+        );
+        for kept in ["missing", "./tool", "/bin/sh"] {
+            let found = find_program(OsStr::new(kept), Some(&path), cwd);
+            assert_eq!(found, PathBuf::from(kept));
+        }
+        assert_eq!(
+            find_program(OsStr::new("tool"), None, cwd),
+            PathBuf::from("tool")
+        );
+    }
 
     fn envs(command: &tokio::process::Command) -> BTreeMap<String, Option<String>> {
         command

@@ -12,14 +12,20 @@ use std::time::{Duration, Instant};
 use orch_e2e::{Daemon, Nu, Sweeper, binary, eventually};
 use orch_protocol::{Client, Request, Response, Task, TaskSpec, TaskStatus};
 
-/// Every file under `dir` with its content (directories as `None`).
+/// Every file under `dir` with its content (directories as `None`; sockets, which only
+/// a running process has, are left out).
 fn tree(dir: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
+    use std::os::unix::fs::FileTypeExt as _;
     let mut out = BTreeMap::new();
     let Ok(entries) = std::fs::read_dir(dir) else {
         return out;
     };
     for entry in entries {
-        let path = entry.unwrap().path();
+        let entry = entry.unwrap();
+        let path = entry.path();
+        if entry.file_type().is_ok_and(|t| t.is_socket()) {
+            continue;
+        }
         if path.is_dir() {
             out.extend(tree(&path));
             out.insert(path, None);

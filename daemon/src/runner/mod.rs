@@ -315,10 +315,14 @@ impl Runner {
         {
             command = command.env("DOCKER_HOST", host);
         }
+        // Nushell tasks (the provisioning logic, whose providers write temporary files) get
+        // a private TMPDIR, removed when the attempt ends; plain commands keep the usual
+        // one (a directory made and removed per attempt would cost as much as their start).
+        let nushell = !matches!(spec.kind, TaskKind::Command { .. });
         if let Some(dir) = self
             .scratch
             .as_ref()
-            .filter(|_| !spec.env.contains_key("TMPDIR"))
+            .filter(|_| nushell && !spec.env.contains_key("TMPDIR"))
         {
             let tmp = dir.scratch(key);
             crate::files::create_private_dir(&tmp)
@@ -333,9 +337,6 @@ impl Runner {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(false);
-        if self.scratch.is_some() {
-            die_with_parent(&mut process);
-        }
         let child = process.spawn().map_err(|e| match &spec.kind {
             TaskKind::Command { program, .. } => StartError::of(program, &e),
             _ => StartError::of(&self.config.nu_binary.display().to_string(), &e),
@@ -394,19 +395,6 @@ async fn stop_group(child: &mut Child) {
     }
     // Members of the group that outlived the leader get no second chance.
     signal_group(pid, libc::SIGKILL);
-}
-
-/// In the supervisor: the task's main process is killed if the supervisor dies (a
-/// supervisor killed outright leaves interrupted attempts, not stray processes).
-fn die_with_parent(process: &mut tokio::process::Command) {
-    // SAFETY: the closure runs in the forked child before exec and only calls prctl(2),
-    // which is async-signal-safe.
-    unsafe {
-        process.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
 }
 
 fn signal_group(pgid: u32, signal: libc::c_int) {

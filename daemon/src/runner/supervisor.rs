@@ -14,8 +14,9 @@
 //! It stops every attempt (leaving no outcome) when its data directory disappears; with a
 //! grace period it also stops them (a cancel) once no daemon has been connected for that
 //! long. With no daemon connected and nothing running, it exits after a short while.
-//! Each attempt's process is killed if the supervisor dies (`PR_SET_PDEATHSIG`): a
-//! supervisor killed outright leaves interrupted attempts, not stray processes.
+//! A supervisor killed outright leaves interrupted attempts: the daemon sees its
+//! connection close and stops what they left running by their markers (see
+//! [`crate::orphans`]); a daemon that starts after both died does the same.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -54,7 +55,10 @@ pub enum SuperviseError {
 /// Runs the supervisor of the data directory `data_dir` to its end; the process's exit
 /// code.
 pub fn main(data_dir: &Path) -> std::process::ExitCode {
-    crate::files::set_private_umask();
+    // The umask stays the one the daemon gave back (the user's), for the tasks: what the
+    // supervisor itself creates is made private by mode. With no closure to run between
+    // fork and exec, the standard library starts each task with posix_spawn (a vfork),
+    // not a fork that copies the supervisor's page tables.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build();
@@ -156,6 +160,13 @@ async fn supervise(data_dir: &Path) -> Result<(), SuperviseError> {
     };
     let _ = std::fs::remove_file(dir.socket());
     let listener = UnixListener::bind(dir.socket()).map_err(io("cannot bind the socket"))?;
+    // Its directory is private already; the socket is too (it is made with the user's
+    // umask).
+    std::fs::set_permissions(
+        dir.socket(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .map_err(io("cannot make the socket private"))?;
     crate::files::create_private_dir(&dir.path().join("attempts"))
         .map_err(io("cannot create the attempts' directory"))?;
     // A daemon that died before reading it is no reason to stop: the next one connects.
@@ -184,6 +195,9 @@ async fn supervise(data_dir: &Path) -> Result<(), SuperviseError> {
     loop {
         tokio::select! {
             Ok((stream, _)) = listener.accept() => {
+                if !same_user(&stream) {
+                    continue;
+                }
                 let (reader, writer) = stream.into_split();
                 state.connected(writer).await;
                 tokio::spawn(listen(reader, state.link.number, from_daemon.clone()));
@@ -418,6 +432,14 @@ impl Supervisor {
 fn writeln_stderr(line: &str) -> std::io::Result<()> {
     use std::io::Write as _;
     writeln!(std::io::stderr(), "{line}")
+}
+
+/// True when the peer of `stream` runs as this process's user (the directory is private
+/// already; this holds even if its mode was changed).
+fn same_user(stream: &tokio::net::UnixStream) -> bool {
+    // SAFETY: geteuid(2) has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    stream.peer_cred().is_ok_and(|c| c.uid() == me)
 }
 
 /// Reads the messages of daemon connection number `n` until it closes.

@@ -202,11 +202,13 @@ impl SupervisorDir {
     /// holds it. The lock lasts as long as the returned file.
     pub fn lock(&self) -> std::io::Result<Option<std::fs::File>> {
         use std::os::fd::AsRawFd as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
         crate::files::create_private_dir(&self.0)?;
         let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
+            .mode(0o600)
             .open(self.lock_file())?;
         // SAFETY: flock(2) on an open descriptor.
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {

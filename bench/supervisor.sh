@@ -6,6 +6,11 @@
 # 8 at a time.
 #
 #   bench/supervisor.sh [N]        (default N=10000)
+#   BACKLOG=1000000 bench/supervisor.sh   the same with that many finished tasks already in
+#                                         each daemon's store (they depend on a task that
+#                                         is cancelled, so nothing is spawned for them)
+#
+# Also printed: the rate of the list enqueue of the N tasks (one `orch submit`).
 #
 # Needs nu 0.115.1 on PATH, bc. Builds the release binaries first (ORCH_BENCH_NO_BUILD=1:
 # uses those in target/release as they are). Prints a Markdown table.
@@ -50,19 +55,36 @@ let ops = (0..<$STEPS | each {|i|
 {name: dag-bench, operations: \$ops} | to json -r | save -f '$WORK/dag.json'
 "
 
-measure() { # extra daemon flags; prints "run_s dag_ms failed"
+BACKLOG=${BACKLOG:-0}
+
+# Fills the store with $BACKLOG finished tasks, in lists of 10,000 behind a task that is
+# then cancelled; waits until they are all final.
+fill_backlog() {
+  [[ $BACKLOG -gt 0 ]] || return 0
+  nu -n --plugin-config "$REG" -c "
+plugin use --plugin-config '$REG' orchestrator
+let hold = (orch submit sleep 1000)
+for _ in 1..($BACKLOG // 10000) { 1..10000 | each { {command: [true], after: [\$hold.id], label: backlog} } | orch submit | ignore }
+orch cancel \$hold.id | ignore
+loop { if (orch health | get tasks.dependency_failed) >= $BACKLOG { break }; sleep 200ms }
+" >/dev/null
+}
+
+measure() { # extra daemon flags; prints "run_s dag_ms failed enqueue_s"
   start_daemon "$@"
+  fill_backlog
   nu -n --plugin-config "$REG" -c "
 plugin use --plugin-config '$REG' orchestrator
 let gate_file = '$WORK/gate'
 rm -f \$gate_file
 let gate = (orch submit [sh -c \$'while [ ! -f (\$gate_file) ]; do sleep 0.005; done'])
-1..$N | each { {command: [true], after: [\$gate.id], label: batch} } | orch submit | ignore
+let specs = (1..$N | each { {command: [true], after: [\$gate.id], label: batch} })
+let enqueue = (timeit { \$specs | orch submit | ignore })
 let ids = (orch tasks --label batch | get id)
 let run = (timeit { touch \$gate_file; orch wait ...\$ids | ignore })
 let dag = (timeit { orch workflow submit batch '$WORK/dag.json' --wait | ignore })
-let failed = (orch tasks --status [failed dependency_failed] | length)
-print \$'(\$run / 1sec) (\$dag / 1ms | math round) (\$failed)'
+let failed = (orch tasks --label batch --status [failed dependency_failed] | length)
+print \$'(\$run / 1sec) (\$dag / 1ms | math round) (\$failed) (\$enqueue / 1sec)'
 "
   stop_daemon
 }
@@ -73,14 +95,15 @@ RAW=$(echo "scale=0; $N / ($t1 - $t0)" | bc)
 # starts must be this shell's child (stop_daemon waits for it).
 measure >"$WORK/with"
 measure --no-supervisor >"$WORK/without"
-read -r S_RUN S_DAG S_FAILED <"$WORK/with"
-read -r D_RUN D_DAG D_FAILED <"$WORK/without"
+read -r S_RUN S_DAG S_FAILED S_ENQ <"$WORK/with"
+read -r D_RUN D_DAG D_FAILED D_ENQ <"$WORK/without"
 S_RATE=$(echo "scale=0; $N / $S_RUN" | bc)
 D_RATE=$(echo "scale=0; $N / $D_RUN" | bc)
 pct() { echo "scale=0; 100 * $1 / $2" | bc; }
 cat <<EOF
-| $N tasks of \`true\` / $STEPS-step DAG, 8 at a time | with supervisors | --no-supervisor |
+| $N tasks of \`true\` / $STEPS-step DAG, 8 at a time, $BACKLOG finished tasks in the store | with the supervisor | --no-supervisor |
 |---|---|---|
+| list enqueue, one \`orch submit\` (tasks/s) | $(echo "scale=0; $N / $S_ENQ" | bc) | $(echo "scale=0; $N / $D_ENQ" | bc) |
 | run to completion (tasks/s) | $S_RATE ($(pct "$S_RATE" "$RAW")% of raw) | $D_RATE ($(pct "$D_RATE" "$RAW")% of raw) |
 | $STEPS-step DAG, submit → done (ms) | $S_DAG | $D_DAG |
 | raw spawn rate, \`xargs -P 8 true\` (tasks/s) | $RAW | |

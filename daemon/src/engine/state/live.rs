@@ -114,6 +114,26 @@ impl EngineState {
                 }
             }
         }
+        self.compact();
+    }
+
+    /// Gives back the room of maps that hold far fewer entries than they have room for
+    /// (a burst of a million tasks leaves tables sized for a million); notes it, so that
+    /// the driver can have the allocator return the pages ([`Self::take_compacted`]).
+    fn compact(&mut self) {
+        let shrunk = [
+            shrink(&mut self.tasks),
+            shrink(&mut self.cold),
+            shrink(&mut self.dependants),
+            shrink(&mut self.running),
+            shrink(&mut self.settling.last_touch),
+        ];
+        self.compacted |= shrunk.contains(&true);
+    }
+
+    /// True once after maps were shrunk.
+    pub fn take_compacted(&mut self) -> bool {
+        std::mem::take(&mut self.compacted)
     }
 
     /// Stops holding `id` in full when nothing needs it in memory.
@@ -144,5 +164,40 @@ impl EngineState {
     /// How many tasks are held in full, and how many queued ones by priority only.
     pub fn held(&self) -> (usize, usize) {
         (self.tasks.len(), self.cold.len())
+    }
+}
+
+/// Shrinks `map` to twice its entries when it has room for more than four times as many
+/// (and for more than [`SHRINK_FROM`]); true when it did. Each shrink costs one pass over
+/// the entries, and follows at least as many removals, so the cost per removal stays
+/// constant.
+fn shrink<K: Eq + std::hash::Hash, V>(map: &mut std::collections::HashMap<K, V>) -> bool {
+    if map.capacity() <= SHRINK_FROM || map.capacity() <= 4 * map.len() {
+        return false;
+    }
+    map.shrink_to(2 * map.len());
+    true
+}
+
+/// Maps with room for up to this many entries are never shrunk.
+const SHRINK_FROM: usize = 16_384;
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::{SHRINK_FROM, shrink};
+
+    #[test]
+    fn a_sparse_map_is_shrunk_and_a_full_or_small_one_is_not() {
+        let mut map: HashMap<u64, u64> = (0..100_000).map(|i| (i, i)).collect();
+        assert!(!shrink(&mut map), "full");
+        map.retain(|k, _| *k < 10_000);
+        assert!(shrink(&mut map), "a tenth full");
+        assert!(map.capacity() < 4 * 10_000 && map.len() == 10_000);
+        assert!(!shrink(&mut map), "just shrunk");
+        let mut small: HashMap<u64, u64> = (0..(SHRINK_FROM as u64 / 2)).map(|i| (i, i)).collect();
+        small.clear();
+        assert!(!shrink(&mut small), "small maps keep their room");
     }
 }

@@ -106,6 +106,8 @@ pub struct EngineState {
     progress_dirty: BTreeSet<TaskId>,
     /// A batch of progress values is being committed.
     progress_in_flight: bool,
+    /// Whether maps were shrunk since the driver last asked (see `live::compact`).
+    compacted: bool,
     parallel_limit: usize,
     next_id: TaskId,
     next_seq: u64,
@@ -139,6 +141,7 @@ impl EngineState {
             touched_workflows: BTreeSet::new(),
             progress_dirty: BTreeSet::new(),
             progress_in_flight: false,
+            compacted: false,
             parallel_limit: parallel_limit.max(1),
             next_id: 1,
             next_seq,

@@ -230,7 +230,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let leave_running =
         ctx.leave_running.load(std::sync::atomic::Ordering::SeqCst) && !cli.no_supervisor;
     if leave_running {
-        tracing::info!("stopping: running tasks are left to their supervisors");
+        tracing::info!("stopping: running tasks are left to the supervisor");
     } else {
         tracing::info!("stopping: running tasks are stopped and requeued");
     }

@@ -98,7 +98,7 @@ pub enum Request {
     },
     /// Stop the daemon gracefully. Answered by [`Response::ShuttingDown`].
     Shutdown,
-    /// Stop the daemon, leaving running attempts to their supervisors: the next daemon
+    /// Stop the daemon, leaving running attempts to the supervisor: the next daemon
     /// on the same data directory takes them over (a restart or an upgrade). Answered by
     /// [`Response::ShuttingDown`]. A daemon running without supervisors stops them as for
     /// [`Request::Shutdown`].

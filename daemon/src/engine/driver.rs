@@ -99,7 +99,7 @@ impl Engine {
         let (reporter, reports) = mpsc::unbounded_channel();
         let runner = parts.runner.with_reports(reporter);
         let runtime = tokio::runtime::Handle::current();
-        // Attempts still under their supervisors are taken over; the others interrupted.
+        // Attempts still under the supervisor are taken over; the others interrupted.
         let running = running_attempts(&snapshot);
         let adopted = runner.take_over(&running).await?;
         let adopted_ids: HashSet<TaskId> = adopted.iter().map(|a| a.id).collect();

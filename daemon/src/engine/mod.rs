@@ -136,7 +136,7 @@ pub enum Command {
         /// Answered when nothing runs any more (or, leaving them running, at once) and
         /// everything is committed.
         done: oneshot::Sender<()>,
-        /// Running attempts go on under their supervisors, for the next daemon.
+        /// Running attempts go on under the supervisor, for the next daemon.
         leave_running: bool,
     },
 }

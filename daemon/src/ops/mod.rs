@@ -72,6 +72,6 @@ pub struct Context {
     /// Cancelled to stop the daemon.
     pub shutdown: CancellationToken,
     /// Set (before `shutdown` is cancelled) when the stop leaves running attempts to
-    /// their supervisors.
+    /// the supervisor.
     pub leave_running: std::sync::atomic::AtomicBool,
 }

@@ -1,5 +1,5 @@
 //! `orch daemon restart` and `orch daemon upgrade --binary NEW`: stop the daemon leaving
-//! its running tasks to their supervisors, and start it again (the same binary, or NEW)
+//! its running tasks to the supervisor, and start it again (the same binary, or NEW)
 //! with the same arguments and working directory; the new daemon takes the running tasks
 //! over, so none is interrupted.
 //!
@@ -37,7 +37,7 @@ impl SimplePluginCommand for DaemonRestart {
     }
 
     fn description(&self) -> &str {
-        "Restart the daemon without interrupting running tasks: the new daemon takes them over from their supervisors."
+        "Restart the daemon without interrupting running tasks: the new daemon takes them over from the supervisor."
     }
 
     fn signature(&self) -> Signature {

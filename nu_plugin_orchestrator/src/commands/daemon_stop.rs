@@ -1,5 +1,5 @@
 //! `orch daemon stop`: stop the daemon gracefully (stopping and requeueing its running
-//! tasks, or with `--leave-running` leaving them to their supervisors).
+//! tasks, or with `--leave-running` leaving them to the supervisor).
 
 use std::time::{Duration, Instant};
 
@@ -32,7 +32,7 @@ impl SimplePluginCommand for DaemonStop {
             .input_output_type(Type::Nothing, Type::record())
             .switch(
                 "leave-running",
-                "Leave running tasks running under their supervisors; the next daemon started on the same data directory takes them over.",
+                "Leave running tasks running under the supervisor; the next daemon started on the same data directory takes them over.",
                 None,
             )
             .category(Category::Custom("orchestrator".into()))

@@ -216,20 +216,35 @@ impl<'a> NuCommand<'a> {
 /// child's `PATH`) here, so that the standard library can start the process with
 /// posix_spawn (it falls back to a fork, which copies the parent's page tables, to search
 /// a `PATH` the environment changes). A program with a `/` in its name, or one not found
-/// (its start then fails as exec would), is left as it is; relative `PATH` entries are
-/// taken from the child's working directory `cwd`.
+/// (its start then fails as exec would), is left as it is; relative `PATH` entries (an
+/// empty one is `.`) are taken from the child's working directory `cwd`. One difference
+/// remains: a script without a `#!` line, which execvp runs with `/bin/sh`, fails to
+/// start (ENOEXEC).
 fn find_program(program: &OsStr, path: Option<&OsStr>, cwd: &Path) -> PathBuf {
     use std::os::unix::ffi::OsStrExt as _;
-    use std::os::unix::fs::PermissionsExt as _;
     if program.as_bytes().contains(&b'/') || program.is_empty() {
         return PathBuf::from(program);
     }
     let executable = |candidate: &Path| {
-        std::fs::metadata(candidate)
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        let Ok(c_path) = std::ffi::CString::new(candidate.as_os_str().as_bytes()) else {
+            return false;
+        };
+        // SAFETY: access(2) reads a NUL-terminated path and writes nothing.
+        let runnable = unsafe { libc::access(c_path.as_ptr(), libc::X_OK) } == 0;
+        runnable && std::fs::metadata(candidate).is_ok_and(|m| m.is_file())
     };
-    std::env::split_paths(path.unwrap_or_default())
-        .filter(|dir| !dir.as_os_str().is_empty())
+    let Some(path) = path else {
+        // No PATH: execvp's default search is left to exec.
+        return PathBuf::from(program);
+    };
+    std::env::split_paths(path)
+        .map(|dir| {
+            if dir.as_os_str().is_empty() {
+                PathBuf::from(".")
+            } else {
+                dir
+            }
+        })
         .map(|dir| cwd.join(dir).join(program))
         .find(|candidate| executable(candidate))
         .unwrap_or_else(|| PathBuf::from(program))

@@ -307,3 +307,26 @@ fn with_a_grace_period_a_supervisor_left_alone_cancels_its_tasks() {
     let task = nu.json("orch wait 1 | select status attempts");
     assert_eq!(task, json!([{"status": "cancelled", "attempts": 1}]));
 }
+
+#[test]
+fn another_client_on_the_supervisors_socket_changes_nothing() {
+    use std::io::{Read as _, Write as _};
+    let daemon = Daemon::start(&[]);
+    let nu = daemon.nu();
+    nu.run("orch submit [sh -c 'sleep 2; echo done'] | ignore");
+    wait_running(&nu, 1);
+    // A second connection while the daemon's is open is refused (closed at once), and
+    // whatever it sends is not read.
+    let socket = daemon.data_dir().join("supervisor/sock");
+    let mut intruder = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+    let _ = intruder.write_all(b"{\"do\":\"discard\",\"id\":1,\"attempt\":1}\nnot json\n");
+    intruder
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = intruder.read_to_end(&mut answer);
+    assert!(answer.is_empty(), "no hello for a second client");
+    let task = nu.json("orch wait 1 | select status attempts");
+    assert_eq!(task, json!([{"status": "succeeded", "attempts": 1}]));
+    assert_eq!(nu.json("orch logs 1"), json!("done\n"));
+}

@@ -319,6 +319,7 @@ impl Executor {
 /// them otherwise: after a burst of a million tasks, hundreds of MB would stay resident).
 fn return_freed_memory() {
     // SAFETY: malloc_trim(3) only releases free memory of the allocator's heap.
+    #[cfg(target_env = "gnu")]
     unsafe {
         libc::malloc_trim(0);
     }

@@ -75,11 +75,27 @@ struct Linked {
     followers: HashMap<AttemptKey, Follower>,
 }
 
-/// Where messages to the supervisor go.
+/// Where messages to the supervisor go (as lines, serialized by the sender).
 #[derive(Clone)]
 struct Link {
-    to: mpsc::UnboundedSender<ToSupervisor>,
+    to: mpsc::UnboundedSender<Vec<u8>>,
     generation: u64,
+}
+
+impl Link {
+    /// Sends `message` (a closed connection is noticed by its reader).
+    fn send(&self, message: &ToSupervisor) {
+        if let Ok(line) = line_of(message) {
+            let _ = self.to.send(line);
+        }
+    }
+}
+
+/// `message` as one line.
+fn line_of(message: &ToSupervisor) -> Result<Vec<u8>, serde_json::Error> {
+    let mut line = serde_json::to_vec(message)?;
+    line.push(b'\n');
+    Ok(line)
 }
 
 /// An attempt the daemon waits on.
@@ -127,6 +143,14 @@ impl Runner {
             spec: Box::new(launch.spec),
             config: Box::new((*self.config).clone()),
         };
+        let line = match line_of(&message) {
+            Ok(line) => line,
+            Err(e) => {
+                // Such as a path that is not UTF-8 in the settings.
+                let error = format!("the launch cannot be written for the supervisor: {e}");
+                return reporter.send(ReportKind::Exited(AttemptOutcome::SpawnFailed { error }));
+            }
+        };
         let mut state = self.supervision.state();
         if state.link.as_ref().map(|l| l.generation) != Some(link.generation) {
             // The connection closed meanwhile: the attempt never reached a supervisor.
@@ -136,7 +160,7 @@ impl Runner {
         }
         let follower = self.follower(&link, key, reporter, launch.token);
         state.followers.insert(key, follower);
-        let _ = link.to.send(message);
+        let _ = link.to.send(line);
     }
 
     /// A follower of attempt `key` on `link`, whose cancel goes to the supervisor once
@@ -152,7 +176,9 @@ impl Runner {
         let watcher = tokio::spawn(async move {
             token.cancelled().await;
             let (id, attempt) = key;
-            let _ = to.send(ToSupervisor::Cancel { id, attempt });
+            if let Ok(line) = line_of(&ToSupervisor::Cancel { id, attempt }) {
+                let _ = to.send(line);
+            }
         });
         Follower {
             reporter,
@@ -172,15 +198,21 @@ impl Runner {
             return Ok(link);
         }
         let (reader, writer, hello) = self.open().await?;
-        // Whatever it holds is from before this daemon's last connection was lost (those
-        // attempts were reported interrupted): it is told to forget them.
+        if hello.protocol != wire::PROTOCOL {
+            let why = format!(
+                "the supervisor speaks version {} of its protocol, this daemon {}",
+                hello.protocol,
+                wire::PROTOCOL
+            );
+            return Err(StartError::Failed(why));
+        }
+        // This daemon's earlier supervisor died (its attempts were reported interrupted):
+        // this one is new. What it runs is from before; the outcomes it loaded from the
+        // journal are left to the next take-over, which releases them once the store
+        // says they are not needed.
         let link = self.install(writer);
         for (id, attempt) in hello.running {
-            let _ = link.to.send(ToSupervisor::Discard { id, attempt });
-        }
-        for ended in hello.ended {
-            let (id, attempt) = ended.key();
-            let _ = link.to.send(ToSupervisor::Release { id, attempt });
+            link.send(&ToSupervisor::Discard { id, attempt });
         }
         self.read(reader, &link);
         Ok(link)
@@ -216,6 +248,10 @@ impl Runner {
         let what = dir.socket().display().to_string();
         loop {
             match UnixStream::connect(dir.socket()).await {
+                Ok(stream) if !same_user(&stream) => {
+                    let error = std::io::Error::other("the socket belongs to another user");
+                    return Err(StartError::of(&what, &error));
+                }
                 Ok(stream) => {
                     let (reader, writer) = stream.into_split();
                     let mut reader = BufReader::new(reader);
@@ -254,7 +290,9 @@ impl Runner {
             .map_err(|e| StartError::of(&exe.display().to_string(), &e))?;
         let stdout = child.stdout.take().expect("stdout is piped");
         let mut line = String::new();
-        let _ = BufReader::new(stdout).read_line(&mut line).await;
+        let mut stdout = BufReader::new(stdout);
+        let wait = stdout.read_line(&mut line);
+        let _ = tokio::time::timeout(START_WAIT, wait).await;
         let said = line.trim().to_string();
         // Reaped whenever it exits (it outlives this daemon when need be).
         tokio::spawn(async move { child.wait().await });
@@ -433,10 +471,10 @@ impl Runner {
                 attempt,
                 "stopping an attempt the store does not know"
             );
-            let _ = link.to.send(ToSupervisor::Discard { id, attempt });
+            link.send(&ToSupervisor::Discard { id, attempt });
         }
         for (id, attempt) in ended.into_keys() {
-            let _ = link.to.send(ToSupervisor::Release { id, attempt });
+            link.send(&ToSupervisor::Release { id, attempt });
         }
         // Only now: an attempt followed again may end at once.
         self.read(reader, &link);
@@ -449,7 +487,7 @@ impl Runner {
             return;
         }
         if let Some(link) = &self.supervision.state().link {
-            let _ = link.to.send(ToSupervisor::Release { id, attempt });
+            link.send(&ToSupervisor::Release { id, attempt });
         }
     }
 }
@@ -471,21 +509,23 @@ async fn read_hello(
     }
 }
 
-/// Writes the messages sent to the supervisor, as many as are waiting in one write.
-async fn write_messages(
-    mut messages: mpsc::UnboundedReceiver<ToSupervisor>,
-    writer: OwnedWriteHalf,
-) {
+/// True when the peer of `stream` runs as this process's user.
+fn same_user(stream: &UnixStream) -> bool {
+    // SAFETY: geteuid(2) has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    stream.peer_cred().is_ok_and(|c| c.uid() == me)
+}
+
+/// Writes the lines sent to the supervisor, as many as are waiting in one write.
+async fn write_messages(mut lines: mpsc::UnboundedReceiver<Vec<u8>>, writer: OwnedWriteHalf) {
     let mut writer = BufWriter::new(writer);
-    while let Some(message) = messages.recv().await {
-        let mut next = Some(message);
-        while let Some(message) = next {
-            let mut line = serde_json::to_vec(&message).expect("messages serialize");
-            line.push(b'\n');
+    while let Some(line) = lines.recv().await {
+        let mut next = Some(line);
+        while let Some(line) = next {
             if writer.write_all(&line).await.is_err() {
                 return;
             }
-            next = messages.try_recv().ok();
+            next = lines.try_recv().ok();
         }
         if writer.flush().await.is_err() {
             return;

@@ -18,7 +18,7 @@
 //! connection close and stops what they left running by their markers (see
 //! [`crate::orphans`]); a daemon that starts after both died does the same.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -87,6 +87,9 @@ pub fn main(data_dir: &Path) -> std::process::ExitCode {
 enum FromDaemon {
     /// A message of connection number `.0`.
     Says(u64, ToSupervisor),
+    /// Connection number `.0` asked for a launch that could not be read (a daemon of
+    /// another build): it fails, with the reason.
+    Unreadable(u64, AttemptKey, String),
     /// Connection number `.0` closed.
     Gone(u64),
 }
@@ -133,8 +136,11 @@ struct Supervisor {
     alone_since: Option<Instant>,
     /// Whether a daemon ever connected.
     greeted: bool,
-    /// Whether the journal on disk holds outcomes.
-    journaled: bool,
+    /// The attempts whose outcomes the journal on disk holds.
+    journaled: HashSet<AttemptKey>,
+    /// Whether the last write of the journal failed (the supervisor then does not exit
+    /// while it holds outcomes).
+    journal_failed: bool,
     /// How long attempts may run with no daemon connected (the latest launch's setting).
     grace: Option<Duration>,
     /// Whether the grace period ran out (the running attempts were cancelled).
@@ -167,7 +173,15 @@ async fn supervise(data_dir: &Path) -> Result<(), SuperviseError> {
         std::os::unix::fs::PermissionsExt::from_mode(0o600),
     )
     .map_err(io("cannot make the socket private"))?;
-    crate::files::create_private_dir(&dir.path().join("attempts"))
+    // What a supervisor killed outright left of its attempts' scratch space goes: nothing
+    // runs yet.
+    let scratch = dir.path().join("attempts");
+    if let Err(e) = std::fs::remove_dir_all(&scratch)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        let _ = writeln_stderr(&format!("cannot remove {}: {e}", scratch.display()));
+    }
+    crate::files::create_private_dir(&scratch)
         .map_err(io("cannot create the attempts' directory"))?;
     // A daemon that died before reading it is no reason to stop: the next one connects.
     let _ = announce(wire::READY);
@@ -175,7 +189,8 @@ async fn supervise(data_dir: &Path) -> Result<(), SuperviseError> {
     let (reports_tx, mut reports) = mpsc::unbounded_channel();
     let journal = dir.read_journal();
     let mut state = Supervisor {
-        journaled: !journal.is_empty(),
+        journaled: journal.iter().map(EndedAttempt::key).collect(),
+        journal_failed: false,
         held: journal
             .into_iter()
             .map(|e| (e.key(), Held::Ended(e)))
@@ -195,7 +210,10 @@ async fn supervise(data_dir: &Path) -> Result<(), SuperviseError> {
     loop {
         tokio::select! {
             Ok((stream, _)) = listener.accept() => {
-                if !same_user(&stream) {
+                // One daemon at a time: a second connection while one is open (another
+                // client of the same user, or a new daemon before the old one's
+                // connection closed) is refused; a new daemon tries again.
+                if !same_user(&stream) || state.link.writer.is_some() {
                     continue;
                 }
                 let (reader, writer) = stream.into_split();
@@ -206,7 +224,11 @@ async fn supervise(data_dir: &Path) -> Result<(), SuperviseError> {
             Some((key, kind)) = ended.recv() => state.ended(key, kind).await,
             Some(command) = commands.recv() => match command {
                 FromDaemon::Says(n, message) if n == state.link.number => state.obey(message),
-                FromDaemon::Says(..) => {}
+                FromDaemon::Unreadable(n, key, error) if n == state.link.number => {
+                    let outcome = orch_protocol::AttemptOutcome::SpawnFailed { error };
+                    state.ended(key, ReportKind::Exited(outcome)).await;
+                }
+                FromDaemon::Says(..) | FromDaemon::Unreadable(..) => {}
                 FromDaemon::Gone(n) => state.gone(n),
             },
             _ = check.tick() => {
@@ -268,7 +290,12 @@ impl Supervisor {
             ToSupervisor::Release { id, attempt } => {
                 if let Some(Held::Ended(_)) = self.held.get(&(id, attempt)) {
                     self.held.remove(&(id, attempt));
-                    self.save_journal_if_kept();
+                    if self.journaled.contains(&(id, attempt)) {
+                        // Only what the journal held: outcomes the connected daemon got
+                        // are not journaled.
+                        let kept = std::mem::take(&mut self.journaled);
+                        self.write_journal(|key| kept.contains(key));
+                    }
                 }
             }
         }
@@ -382,7 +409,11 @@ impl Supervisor {
             return false;
         };
         self.spend_grace();
-        running == 0 && since.elapsed() >= IDLE_EXIT
+        if self.journal_failed {
+            // Outcomes that are nowhere else must not go with the process: try again.
+            self.save_journal();
+        }
+        running == 0 && !self.journal_failed && since.elapsed() >= IDLE_EXIT
     }
 
     /// Cancels the running attempts once no daemon has been connected for the grace
@@ -402,27 +433,29 @@ impl Supervisor {
         }
     }
 
-    /// Writes the journal when it holds outcomes (a daemon connected since it was
-    /// written keeps it in step as it releases them).
-    fn save_journal_if_kept(&mut self) {
-        if self.link.writer.is_none() || self.journaled {
-            self.save_journal();
-        }
-    }
-
     /// Writes every outcome not released to the journal, durably.
     fn save_journal(&mut self) {
+        self.write_journal(|_| true);
+    }
+
+    /// Replaces the journal with the outcomes not released whose attempts `keep` accepts.
+    fn write_journal(&mut self, keep: impl Fn(&AttemptKey) -> bool) {
         let ended: Vec<&EndedAttempt> = self
             .held
-            .values()
-            .filter_map(|h| match h {
+            .iter()
+            .filter(|(key, _)| keep(key))
+            .filter_map(|(_, h)| match h {
                 Held::Ended(ended) => Some(ended),
                 Held::Running { .. } => None,
             })
             .collect();
         match self.dir.write_journal(&ended) {
-            Ok(()) => self.journaled = !ended.is_empty(),
+            Ok(()) => {
+                self.journaled = ended.iter().map(|e| e.key()).collect();
+                self.journal_failed = false;
+            }
             Err(e) => {
+                self.journal_failed = true;
                 let _ = writeln_stderr(&format!("cannot write the journal of outcomes: {e}"));
             }
         }
@@ -455,11 +488,30 @@ async fn listen(
                 let _ = to.send(FromDaemon::Says(n, message));
             }
             Err(e) => {
-                let _ = writeln_stderr(&format!("a message it does not understand: {e}"));
+                let error = format!("the supervisor cannot read the launch: {e}");
+                match launch_key(&line) {
+                    Some(key) => {
+                        let _ = to.send(FromDaemon::Unreadable(n, key, error));
+                    }
+                    None => {
+                        let _ = writeln_stderr(&format!("a message it does not understand: {e}"));
+                    }
+                }
             }
         }
     }
     let _ = to.send(FromDaemon::Gone(n));
+}
+
+/// The attempt a `launch` line names, when its fields are readable but the rest is not.
+fn launch_key(line: &str) -> Option<AttemptKey> {
+    let value: serde_json::Value = serde_json::from_str(line).ok()?;
+    if value.get("do")?.as_str()? != "launch" {
+        return None;
+    }
+    let id = value.get("id")?.as_u64()?;
+    let attempt = u32::try_from(value.get("attempt")?.as_u64()?).ok()?;
+    Some((id, attempt))
 }
 
 /// Tells the daemon that started it whether it serves (its socket listens) or another

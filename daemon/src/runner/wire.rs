@@ -202,8 +202,10 @@ impl SupervisorDir {
     /// holds it. The lock lasts as long as the returned file.
     pub fn lock(&self) -> std::io::Result<Option<std::fs::File>> {
         use std::os::fd::AsRawFd as _;
-        use std::os::unix::fs::OpenOptionsExt as _;
+        use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
         crate::files::create_private_dir(&self.0)?;
+        // An existing directory is made private too (the socket in it must be).
+        std::fs::set_permissions(&self.0, std::fs::Permissions::from_mode(0o700))?;
         let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -245,10 +247,12 @@ impl SupervisorDir {
     /// directory entry synced); an empty list removes it.
     pub fn write_journal(&self, ended: &[&EndedAttempt]) -> std::io::Result<()> {
         if ended.is_empty() {
-            return match std::fs::remove_file(self.journal()) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-                _ => Ok(()),
-            };
+            match std::fs::remove_file(self.journal()) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(e),
+                // The removal is made durable, so that released outcomes never come back.
+                Ok(()) => return std::fs::File::open(&self.0)?.sync_all(),
+            }
         }
         let json = serde_json::to_vec(ended).map_err(std::io::Error::other)?;
         crate::files::write_atomically(&self.journal(), &json, 0o600)?;

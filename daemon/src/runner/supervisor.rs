@@ -243,7 +243,7 @@ async fn supervise(data_dir: &Path) -> Result<(), SuperviseError> {
 }
 
 impl Supervisor {
-    /// A daemon connected: it replaces the previous one and is told what is held.
+    /// A daemon connected (none was): it is told what is held.
     async fn connected(&mut self, writer: OwnedWriteHalf) {
         self.link.number += 1;
         self.link.writer = Some(writer);

@@ -5,8 +5,8 @@
 //! - `lock`: locked (flock) by the supervisor for its whole life: a lock that is taken
 //!   means a supervisor lives, even one still starting. No process id is trusted, so a
 //!   reused pid is never mistaken for one;
-//! - `sock`: the supervisor's Unix socket. One daemon at a time is connected (a new
-//!   connection replaces the previous one); each side sends one JSON object a line
+//! - `sock`: the supervisor's Unix socket. One daemon at a time is connected (a second
+//!   connection while one is open is closed unread); each side sends one JSON object a line
 //!   ([`ToSupervisor`], [`FromSupervisor`]). The supervisor speaks first, with a
 //!   [`Hello`] that lists the attempts it holds;
 //! - `ended.json`: the outcomes no daemon has committed yet ([`EndedAttempt`]s), written

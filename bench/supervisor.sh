@@ -83,7 +83,8 @@ let enqueue = (timeit { \$specs | orch submit | ignore })
 let ids = (orch tasks --label batch | get id)
 let run = (timeit { touch \$gate_file; orch wait ...\$ids | ignore })
 let dag = (timeit { orch workflow submit batch '$WORK/dag.json' --wait | ignore })
-let failed = (orch tasks --label batch --status [failed dependency_failed] | length)
+let counts = (orch health | get tasks)
+let failed = (\$counts.failed + \$counts.dependency_failed - $BACKLOG)
 print \$'(\$run / 1sec) (\$dag / 1ms | math round) (\$failed) (\$enqueue / 1sec)'
 "
   stop_daemon

@@ -235,17 +235,22 @@ impl Runner {
         }
     }
 
+    /// The log of attempt `attempt` of task `id` (shared by its readers of output).
+    fn task_log(&self, id: TaskId, attempt: u32) -> log::SharedLog {
+        TaskLog::shared(
+            log_path(&self.config.logs_dir, id),
+            attempt,
+            self.config.max_log_bytes,
+        )
+    }
+
     /// Runs the attempt to its end; `Err` with the reason when it could not start for
     /// lack of system resources.
     async fn run(&self, launch: Launch) -> Result<AttemptOutcome, String> {
         if launch.token.is_cancelled() {
             return Ok(AttemptOutcome::Cancelled);
         }
-        let log = TaskLog::shared(
-            log_path(&self.config.logs_dir, launch.id),
-            launch.attempt,
-            self.config.max_log_bytes,
-        );
+        let log = self.task_log(launch.id, launch.attempt);
         let (mut child, _params_file) = match self.spawn(&launch) {
             Ok(started) => started,
             Err(StartError::Exhausted(reason)) => return Err(reason),

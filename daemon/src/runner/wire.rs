@@ -158,6 +158,15 @@ impl EndedAttempt {
     }
 }
 
+/// True when the peer of `stream` runs as this process's user: the daemon and its
+/// supervisor talk only to each other (their directory is private already; this holds
+/// even if its mode was changed).
+pub(super) fn same_user(stream: &tokio::net::UnixStream) -> bool {
+    // SAFETY: geteuid(2) has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    stream.peer_cred().is_ok_and(|c| c.uid() == me)
+}
+
 /// The supervisor's directory of one data directory.
 #[derive(Debug, Clone)]
 pub(super) struct SupervisorDir(PathBuf);

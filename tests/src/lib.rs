@@ -206,6 +206,23 @@ impl Drop for Daemon {
     }
 }
 
+/// The pids of the processes whose command line matches `pattern` (`pgrep -f`).
+pub fn pids_matching(pattern: &str) -> Vec<i32> {
+    let out = Command::new("pgrep")
+        .args(["-f", pattern])
+        .output()
+        .expect("pgrep runs");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// The pids of the supervisor processes serving the data directory `data_dir`.
+pub fn supervisor_pids(data_dir: &Path) -> Vec<i32> {
+    pids_matching(&format!("supervise {}$", data_dir.display()))
+}
+
 /// Kills every process a test started under `dir`: those whose command line mentions it
 /// (daemons) and those whose environment does (task processes carry their daemon's
 /// `ORCH_DATA_DIR`, which is inside the test's directory).

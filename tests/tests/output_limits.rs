@@ -208,12 +208,8 @@ fn get_task(client: &mut orch_protocol::Client, id: u64) -> orch_protocol::Task 
 /// The pid of the supervisor of `data_dir` (the daemon starts it as it starts).
 fn supervisor_pid(data_dir: &std::path::Path) -> u32 {
     eventually(Duration::from_secs(10), "the supervisor", || {
-        let pattern = format!("supervise {}$", data_dir.display());
-        let out = std::process::Command::new("pgrep")
-            .args(["-f", &pattern])
-            .output()
-            .expect("pgrep runs");
-        String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+        let pids = orch_e2e::supervisor_pids(data_dir);
+        pids.first().map(|pid| *pid as u32)
     })
 }
 

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use orch_e2e::{Daemon, eventually};
+use orch_e2e::{Daemon, eventually, pids_matching, supervisor_pids};
 use serde_json::json;
 
 /// How often each task id appears in `file` (one line per run).
@@ -188,35 +188,13 @@ fn twenty_kills_over_mixed_tasks_complete_no_command_twice() {
     assert!(twice.is_empty(), "ran more than once: {twice:?}");
 }
 
-/// The pids of the supervisor processes serving `data_dir`.
-fn supervisors(data_dir: &std::path::Path) -> Vec<i32> {
-    let pattern = format!("supervise {}$", data_dir.display());
-    let out = std::process::Command::new("pgrep")
-        .args(["-f", &pattern])
-        .output()
-        .expect("pgrep runs");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
-}
-
-/// True while a process whose command line mentions `marker` runs.
-fn runs_process(marker: &str) -> bool {
-    let out = std::process::Command::new("pgrep")
-        .args(["-f", marker])
-        .output()
-        .expect("pgrep runs");
-    !out.stdout.is_empty()
-}
-
 #[test]
 fn one_supervisor_serves_every_attempt_and_its_death_interrupts_them_only() {
     let daemon = Daemon::start(&["--parallel", "4"]);
     let nu = daemon.nu();
     nu.run("1..3 | each { {command: [sleep 30], retries: 1, backoff: 10ms, label: long} } | orch submit | ignore");
     wait_running(&nu, 3);
-    let pids = supervisors(&daemon.data_dir());
+    let pids = supervisor_pids(&daemon.data_dir());
     assert_eq!(pids.len(), 1, "one supervisor for the data dir: {pids:?}");
     // SAFETY: kill(2) has no memory-safety preconditions.
     unsafe {
@@ -232,7 +210,7 @@ fn one_supervisor_serves_every_attempt_and_its_death_interrupts_them_only() {
             (attempts == json!([2])).then_some(())
         },
     );
-    let now = supervisors(&daemon.data_dir());
+    let now = supervisor_pids(&daemon.data_dir());
     assert_eq!(now.len(), 1, "{now:?}");
     assert_ne!(now[0], pids[0]);
     let events = nu.json("orch task 1 | get error");
@@ -259,7 +237,7 @@ fn outcomes_outlive_the_supervisor_that_recorded_them() {
     std::fs::write(&gate, "").unwrap();
     // With nothing left to run and no daemon, the supervisor writes its journal and exits.
     eventually(Duration::from_secs(20), "the supervisor to exit", || {
-        supervisors(&daemon.data_dir()).is_empty().then_some(())
+        supervisor_pids(&daemon.data_dir()).is_empty().then_some(())
     });
     assert!(daemon.data_dir().join("supervisor/ended.json").exists());
     daemon.restart();
@@ -285,13 +263,16 @@ fn a_supervisor_whose_data_dir_is_gone_stops_its_tasks() {
     let marker = format!("sleep 4{}", std::process::id() % 1000 + 1000);
     nu.run(&format!("orch submit [sh -c '{marker}'] | ignore"));
     wait_running(&nu, 1);
-    assert!(runs_process(&marker));
+    assert!(!pids_matching(&marker).is_empty());
     daemon.kill9();
     std::fs::remove_dir_all(daemon.data_dir()).unwrap();
     eventually(
         Duration::from_secs(15),
         "the task and its supervisor to stop",
-        || (!runs_process(&marker) && supervisors(&daemon.data_dir()).is_empty()).then_some(()),
+        || {
+            (pids_matching(&marker).is_empty() && supervisor_pids(&daemon.data_dir()).is_empty())
+                .then_some(())
+        },
     );
 }
 

@@ -70,13 +70,6 @@ pub fn make_private(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
 /// the same directory (created with `mode`, so it is never readable more widely), synced,
 /// then renamed over `path`.
 pub fn write_atomically(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
-    replace_file(path, bytes, mode, true)
-}
-
-/// [`write_atomically`], with the sync of the file's content only when `sync`: without
-/// it, a reader still sees the whole file or the old one, and the file survives the death
-/// of any process, but not of the machine.
-pub fn replace_file(path: &Path, bytes: &[u8], mode: u32, sync: bool) -> std::io::Result<()> {
     let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
     tmp_name.push(".tmp");
     let tmp = path.with_file_name(tmp_name);
@@ -87,8 +80,6 @@ pub fn replace_file(path: &Path, bytes: &[u8], mode: u32, sync: bool) -> std::io
         .mode(mode)
         .open(&tmp)?;
     file.write_all(bytes)?;
-    if sync {
-        file.sync_all()?;
-    }
+    file.sync_all()?;
     std::fs::rename(&tmp, path)
 }

@@ -7,6 +7,9 @@
 
 pub mod audit;
 pub mod committer;
+#[cfg(test)]
+mod conformance;
+pub mod postgres;
 pub mod redb;
 
 use orch_protocol::{Event, Task, TaskFilter, TaskId, TaskStatus, TestEnv, Workflow, WorkflowId};
@@ -15,6 +18,7 @@ use crate::audit::AuditRecord;
 
 pub use audit::AuditLog;
 pub use committer::GroupCommitter;
+pub use postgres::PostgresStore;
 pub use redb::RedbStore;
 
 /// Errors from a store backend.

@@ -217,111 +217,26 @@ impl Store for RedbStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::TaskWrite;
-    use chrono::Utc;
-    use orch_protocol::{TaskSpec, TaskState};
+    use crate::store::conformance::{Fixture, conformance_tests};
 
-    fn task(id: u64, priority: i32, state: TaskState) -> Task {
-        let mut spec = TaskSpec::command("true", vec![]);
-        spec.priority = priority;
-        Task {
-            id,
-            spec,
-            state,
-            submitted_at: Utc::now(),
-            attempts: vec![],
-            attempts_before_retry: 0,
-            progress: None,
+    /// A store file in a temporary directory.
+    struct RedbFixture {
+        dir: tempfile::TempDir,
+    }
+
+    impl Fixture for RedbFixture {
+        fn open(&self) -> Box<dyn Store> {
+            Box::new(RedbStore::open(&self.dir.path().join("state.redb")).unwrap())
+        }
+
+        fn data_dir(&self) -> &std::path::Path {
+            self.dir.path()
         }
     }
 
-    fn queued() -> TaskState {
-        TaskState::Queued { since: Utc::now() }
-    }
-
-    #[test]
-    fn indexes_follow_state_changes_and_survive_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("state.redb");
-        {
-            let store = RedbStore::open(&path).unwrap();
-            let mut batch = WriteBatch::default();
-            for (id, prio) in [(1, 0), (2, 5), (3, 0)] {
-                batch.tasks.push(TaskWrite {
-                    task: task(id, prio, queued()),
-                    previous: None,
-                });
-            }
-            store.commit(&batch).unwrap();
-            let running = TaskState::Running {
-                attempt: 1,
-                started_at: Utc::now(),
-            };
-            let batch = WriteBatch {
-                tasks: vec![TaskWrite {
-                    task: task(2, 5, running),
-                    previous: Some(TaskStatus::Queued),
-                }],
-                ..WriteBatch::default()
-            };
-            store.commit(&batch).unwrap();
-        }
-        let store = RedbStore::open(&path).unwrap();
-        let snapshot = store.load().unwrap();
-        // Queued tasks are named by the queue index, not read; the running one is read.
-        let held: Vec<_> = snapshot.tasks.iter().map(|t| t.id).collect();
-        assert_eq!(held, vec![2]);
-        assert_eq!(snapshot.queue, vec![(1, 0), (3, 0)]);
-        assert_eq!(snapshot.last_task_id, 3);
-        let counts: std::collections::HashMap<_, _> =
-            store.count_by_status().unwrap().into_iter().collect();
-        assert_eq!(counts[&TaskStatus::Queued], 2);
-        assert_eq!(counts[&TaskStatus::Running], 1);
-        let filter = TaskFilter {
-            status: vec![TaskStatus::Queued],
-            ..TaskFilter::default()
-        };
-        let ids: Vec<_> = store.list(&filter).unwrap().iter().map(|t| t.id).collect();
-        assert_eq!(ids, vec![3, 1]);
-    }
-
-    #[test]
-    fn trimmed_events_are_gone_for_good_and_the_numbering_goes_on() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("state.redb");
-        let event = |seq| Event {
-            seq,
-            at: Utc::now(),
-            task: 1,
-            workflow: None,
-            kind: orch_protocol::EventKind::Queued,
-        };
-        {
-            let store = RedbStore::open(&path).unwrap();
-            let batch = WriteBatch {
-                events: (1..=5).map(event).collect(),
-                ..WriteBatch::default()
-            };
-            store.commit(&batch).unwrap();
-            let trim = |through| WriteBatch {
-                events_removed_through: Some(through),
-                ..WriteBatch::default()
-            };
-            store.commit(&trim(3)).unwrap();
-            let kept: Vec<_> = store
-                .events_after(0, 10)
-                .unwrap()
-                .iter()
-                .map(|e| e.seq)
-                .collect();
-            assert_eq!(kept, vec![4, 5]);
-            store.commit(&trim(5)).unwrap();
-        }
-        let store = RedbStore::open(&path).unwrap();
-        assert!(store.events_after(0, 10).unwrap().is_empty());
-        assert_eq!(store.events_removed_through().unwrap(), 5);
-        assert_eq!(store.load().unwrap().last_event_seq, 5);
-    }
+    conformance_tests!(RedbFixture {
+        dir: tempfile::tempdir().unwrap()
+    });
 
     #[test]
     fn a_second_open_of_the_same_file_is_refused_clearly() {

@@ -1,0 +1,222 @@
+//! The reads that must not scan: task lists (index-ordered, below the cursor, stopping at
+//! the limit), and the reads of one consistent state on a connection of their own: the
+//! start-up snapshot (the queued tasks from the queue index alone) and the scans by
+//! status, which fetch through a cursor a page at a time.
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use orch_protocol::{Task, TaskFilter, TaskId, TaskStatus, TestEnv, Workflow};
+use tokio_postgres::Row;
+
+use super::bridge::{Bridge, Conn, pg};
+use super::{EVENTS_REMOVED_THROUGH, LAST_TASK_ID, decode, record, unsigned};
+use crate::store::{Snapshot, StoreError};
+
+/// The statuses of unfinished tasks that are held in full after a restart.
+const HELD: [TaskStatus; 3] = [
+    TaskStatus::Blocked,
+    TaskStatus::Running,
+    TaskStatus::RetryWaiting,
+];
+
+/// How many rows a cursor fetches at a time.
+const PAGE: usize = 256;
+
+/// A task list's query: the newest tasks at or below `highest`.
+pub(super) struct ListQuery {
+    /// `None`: nothing can match (a cursor of 0, or a limit of 0).
+    highest: Option<i64>,
+    limit: Option<i64>,
+    label: Option<String>,
+    statuses: Vec<i16>,
+}
+
+impl ListQuery {
+    /// The query for `filter`.
+    pub(super) fn of(filter: &TaskFilter) -> ListQuery {
+        let highest = filter.before.map_or(Some(u64::MAX), |b| b.checked_sub(1));
+        let mut statuses: Vec<i16> = filter.status.iter().map(|s| i16::from(s.code())).collect();
+        statuses.sort_unstable();
+        statuses.dedup();
+        ListQuery {
+            highest: highest
+                .filter(|_| filter.limit != Some(0))
+                .map(|h| i64::try_from(h).unwrap_or(i64::MAX)),
+            limit: filter.limit.map(|l| i64::try_from(l).unwrap_or(i64::MAX)),
+            label: filter.label.clone(),
+            statuses,
+        }
+    }
+
+    /// From the label index when a label is given (the statuses checked on each row), else
+    /// from the status index (the newest `limit` of each status, merged), else from the
+    /// primary key.
+    pub(super) async fn run(self, conn: &Conn) -> Result<Vec<Task>, StoreError> {
+        let Some(highest) = self.highest else {
+            return Ok(Vec::new());
+        };
+        let rows = if let Some(label) = &self.label {
+            let sql = "SELECT id, body FROM tasks
+                WHERE label = $1 AND id <= $2 AND (cardinality($3::int2[]) = 0 OR status = ANY($3))
+                ORDER BY id DESC LIMIT $4";
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+                [label, &highest, &self.statuses, &self.limit];
+            conn.query(sql, &params).await?
+        } else if !self.statuses.is_empty() {
+            let sql = "SELECT t.id, t.body FROM UNNEST($1::int2[]) AS s(code)
+                CROSS JOIN LATERAL (SELECT id, body FROM tasks
+                    WHERE status = s.code AND id <= $2 ORDER BY id DESC LIMIT $3) AS t
+                ORDER BY t.id DESC LIMIT $3";
+            conn.query(sql, &[&self.statuses, &highest, &self.limit])
+                .await?
+        } else {
+            let sql = "SELECT id, body FROM tasks WHERE id <= $1 ORDER BY id DESC LIMIT $2";
+            conn.query(sql, &[&highest, &self.limit]).await?
+        };
+        rows.iter().map(|r| record("task", r)).collect()
+    }
+}
+
+/// The sequence number of the last logged event, or of the last one trimmed away.
+pub(super) async fn last_event_seq(conn: &Conn) -> Result<u64, StoreError> {
+    let sql = "SELECT GREATEST(
+        COALESCE((SELECT max(seq) FROM events), 0),
+        COALESCE((SELECT value FROM meta WHERE key = $1), 0))";
+    let row = conn.query_opt(sql, &[&EVENTS_REMOVED_THROUGH]).await?;
+    row.map_or(Ok(0), |r| unsigned("event seq", r.try_get(0).map_err(pg)?))
+}
+
+/// A read-only, repeatable-read transaction on a connection of its own (closed, and so
+/// ended, when dropped).
+pub(super) struct ReadSnapshot<'a> {
+    bridge: &'a Bridge,
+    conn: Arc<Conn>,
+}
+
+impl<'a> ReadSnapshot<'a> {
+    /// Connects and begins the transaction.
+    pub(super) fn begin(bridge: &'a Bridge) -> Result<ReadSnapshot<'a>, StoreError> {
+        let conn = bridge.connect()?;
+        let begin = conn.clone();
+        bridge.run(async move {
+            begin
+                .batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                .await
+        })?;
+        Ok(ReadSnapshot { bridge, conn })
+    }
+
+    /// Runs `work` with the snapshot's connection.
+    pub(super) fn run<T, F, Fut>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<Conn>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, StoreError>> + Send + 'static,
+    {
+        self.bridge.run(work(self.conn.clone()))
+    }
+
+    /// Passes the rows of `select` (no parameters) to `each`, a page at a time, until
+    /// `each` breaks.
+    pub(super) fn cursor(
+        &self,
+        select: &str,
+        each: &mut dyn FnMut(&Row) -> Result<ControlFlow<()>, StoreError>,
+    ) -> Result<(), StoreError> {
+        let declare = format!("DECLARE rows NO SCROLL CURSOR FOR {select}");
+        self.run(|conn| async move { conn.batch(&declare).await })?;
+        let fetch = format!("FETCH {PAGE} FROM rows");
+        loop {
+            let fetch = fetch.clone();
+            let rows = self.run(|conn| async move { conn.query(&fetch, &[]).await })?;
+            for row in &rows {
+                if each(row)?.is_break() {
+                    return Ok(());
+                }
+            }
+            if rows.len() < PAGE {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// The start-up snapshot, all from one consistent read.
+pub(super) fn snapshot(bridge: &Bridge) -> Result<Snapshot, StoreError> {
+    ReadSnapshot::begin(bridge)?.run(|conn| async move {
+        let rows = conn
+            .query("SELECT id, body FROM workflows ORDER BY id", &[])
+            .await?;
+        let workflows: Vec<Workflow> = rows
+            .iter()
+            .map(|r| record("workflow", r))
+            .collect::<Result<_, _>>()?;
+        let mut wanted: Vec<i64> = Vec::new();
+        for w in &workflows {
+            let steps = w.steps.iter().map(|s| s.task);
+            for id in steps.chain(w.rollback_steps.iter().map(|r| r.task)) {
+                wanted.push(super::signed("task", id)?);
+            }
+        }
+        let held: Vec<i16> = HELD.iter().map(|s| i16::from(s.code())).collect();
+        let sql = "SELECT id FROM tasks WHERE status = ANY($1)";
+        for row in conn.query(sql, &[&held]).await? {
+            wanted.push(row.try_get(0).map_err(pg)?);
+        }
+        wanted.sort_unstable();
+        wanted.dedup();
+        let sql = "SELECT id, body FROM tasks WHERE id = ANY($1) ORDER BY id";
+        let rows = conn.query(sql, &[&wanted]).await?;
+        let tasks: Vec<Task> = rows
+            .iter()
+            .map(|r| record("task", r))
+            .collect::<Result<_, _>>()?;
+        let queued = i16::from(TaskStatus::Queued.code());
+        let sql = "SELECT id, priority FROM tasks WHERE status = $1 ORDER BY priority DESC, id";
+        let mut queue: Vec<(TaskId, i32)> = Vec::new();
+        for row in conn.query(sql, &[&queued]).await? {
+            let id = unsigned("task id", row.try_get(0).map_err(pg)?)?;
+            queue.push((id, row.try_get(1).map_err(pg)?));
+        }
+        let rows = conn
+            .query("SELECT id, body FROM test_envs ORDER BY id", &[])
+            .await?;
+        let test_envs: Vec<TestEnv> = rows
+            .iter()
+            .map(|r| record("test environment", r))
+            .collect::<Result<_, _>>()?;
+        let sql = "SELECT value FROM meta WHERE key = $1";
+        let last_task_id = match conn.query_opt(sql, &[&LAST_TASK_ID]).await? {
+            Some(row) => unsigned(LAST_TASK_ID, row.try_get(0).map_err(pg)?)?,
+            None => 0,
+        };
+        Ok(Snapshot {
+            tasks,
+            workflows,
+            test_envs,
+            queue,
+            last_event_seq: last_event_seq(&conn).await?,
+            last_task_id,
+        })
+    })
+}
+
+/// Calls `each` with every task in `status`, oldest first, from one consistent read.
+pub(super) fn scan_status(
+    bridge: &Bridge,
+    status: TaskStatus,
+    each: &mut dyn FnMut(Task),
+) -> Result<(), StoreError> {
+    let snapshot = ReadSnapshot::begin(bridge)?;
+    // The code is a small integer of ours: no quoting is needed.
+    let select = format!(
+        "SELECT id, body FROM tasks WHERE status = {} ORDER BY id",
+        status.code()
+    );
+    snapshot.cursor(&select, &mut |row| {
+        let id: i64 = row.try_get(0).map_err(pg)?;
+        each(decode(&format!("task {id}"), row.try_get(1).map_err(pg)?)?);
+        Ok(ControlFlow::Continue(()))
+    })
+}

@@ -1,0 +1,120 @@
+//! The schema: an ordered list of migrations embedded in the binary, and the
+//! `schema_version` table that says how many of them a database has had.
+//!
+//! Each migration runs in a transaction of its own that first takes a transaction-scoped
+//! advisory lock, so that daemons starting together against one database apply each
+//! migration once (the second waits, then finds it applied). A database whose version is
+//! above what this binary knows is refused and left as it is.
+
+use super::bridge::Conn;
+use crate::store::StoreError;
+
+/// The advisory lock key held while the schema is checked or migrated.
+const LOCK: i64 = 0x6f72_6368_7374_6f72; // "orchstor"
+
+/// The migrations, in order; migration `i` brings the schema to version `i + 1`.
+const MIGRATIONS: &[&str] = &[
+    // 1: the tables and their indexes.
+    "CREATE TABLE tasks (
+        id bigint PRIMARY KEY,
+        status smallint NOT NULL,
+        priority integer NOT NULL,
+        label text,
+        body text NOT NULL
+    );
+    CREATE INDEX tasks_by_status ON tasks (status, id);
+    CREATE INDEX tasks_by_label ON tasks (label, id) WHERE label IS NOT NULL;
+    CREATE INDEX tasks_queue ON tasks (priority DESC, id) WHERE status = {QUEUED};
+    CREATE TABLE task_counts (status smallint PRIMARY KEY, n bigint NOT NULL);
+    CREATE TABLE events (seq bigint PRIMARY KEY, body text NOT NULL);
+    CREATE TABLE meta (key text PRIMARY KEY, value bigint NOT NULL);
+    CREATE TABLE workflows (id bigint PRIMARY KEY, status text NOT NULL, body text NOT NULL);
+    CREATE TABLE workflow_counts (status text PRIMARY KEY, n bigint NOT NULL);
+    CREATE TABLE test_envs (id bigint PRIMARY KEY, body text NOT NULL);
+    CREATE TABLE audit (seq bigint PRIMARY KEY, action text NOT NULL, body text NOT NULL);
+    CREATE TABLE audit_head (
+        id smallint PRIMARY KEY CHECK (id = 0),
+        seq bigint NOT NULL,
+        hash text NOT NULL
+    );
+    CREATE TABLE audit_segments (first_seq bigint PRIMARY KEY, body text NOT NULL);",
+];
+
+/// The schema version this binary writes.
+pub(super) const CURRENT: i32 = MIGRATIONS.len() as i32;
+
+/// Migration `index` as SQL (with the queued status's code in the queue index).
+fn migration(index: usize) -> String {
+    let queued = orch_protocol::TaskStatus::Queued.code().to_string();
+    MIGRATIONS[index].replace("{QUEUED}", &queued)
+}
+
+/// What [`upgrade`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Upgrade {
+    /// The schema was already current.
+    Current,
+    /// The schema was brought from this version to [`CURRENT`].
+    Migrated(i32),
+}
+
+/// Brings the database to [`CURRENT`], or refuses a newer schema (as the problem to
+/// report, nothing changed).
+pub(super) async fn upgrade(conn: &Conn) -> Result<Result<Upgrade, String>, StoreError> {
+    let mut from = None;
+    for index in 0..MIGRATIONS.len() {
+        let target = index as i32 + 1;
+        let step = conn
+            .transaction("BEGIN", async {
+                let found = locked_version(conn).await?;
+                if found > CURRENT {
+                    return Ok(Err(found));
+                }
+                if found >= target {
+                    return Ok(Ok(found));
+                }
+                conn.batch(&migration(index)).await?;
+                conn.execute("UPDATE schema_version SET version = $1", &[&target])
+                    .await?;
+                Ok(Ok(found))
+            })
+            .await?;
+        match step {
+            Err(newer) => {
+                return Ok(Err(format!(
+                    "its schema version is {newer}, written by a newer daemon; this one knows versions up to {CURRENT}"
+                )));
+            }
+            Ok(found) if found < target => {
+                from.get_or_insert(found);
+            }
+            Ok(_) => {}
+        }
+    }
+    Ok(Ok(match from {
+        Some(0) | None => Upgrade::Current,
+        Some(version) => Upgrade::Migrated(version),
+    }))
+}
+
+/// Takes the schema lock (for the rest of the transaction) and reads the version, creating
+/// the version table at 0 on a database that has none.
+async fn locked_version(conn: &Conn) -> Result<i32, StoreError> {
+    conn.execute("SELECT pg_advisory_xact_lock($1)", &[&LOCK])
+        .await?;
+    conn.batch(
+        "CREATE TABLE IF NOT EXISTS schema_version (
+            only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+            version integer NOT NULL
+        );
+        INSERT INTO schema_version (version) VALUES (0) ON CONFLICT DO NOTHING;",
+    )
+    .await?;
+    let row = conn
+        .query_opt("SELECT version FROM schema_version", &[])
+        .await?;
+    match row {
+        Some(row) => row.try_get(0).map_err(super::bridge::pg),
+        None => Ok(0),
+    }
+}

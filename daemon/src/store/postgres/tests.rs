@@ -1,0 +1,200 @@
+//! The PostgreSQL backend against a real server, named by `PROVISIONING_TEST_DATABASE_URL`
+//! (`scripts/postgres.sh start DIR` starts one and prints it). Each test works in a
+//! database of its own, created for it and dropped afterwards, even when it fails.
+
+use super::*;
+use crate::store::TaskWrite;
+use crate::store::conformance::{Fixture, conformance_tests, task};
+
+/// The variable naming the test server.
+const URL_VARIABLE: &str = "PROVISIONING_TEST_DATABASE_URL";
+
+/// The test server's URL; fails the test, saying how to start one, when it is not set.
+fn server_url() -> String {
+    std::env::var(URL_VARIABLE).unwrap_or_else(|_| {
+        panic!(
+            "{URL_VARIABLE} is not set: the PostgreSQL store's tests need a server. Start one with \
+             `export {URL_VARIABLE}=$(scripts/postgres.sh start /tmp/orch-pg)` and run them again \
+             (`scripts/postgres.sh stop /tmp/orch-pg` removes it afterwards)"
+        )
+    })
+}
+
+/// `url` with its database replaced by `database`.
+fn with_database(url: &str, database: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, format!("?{query}")),
+        None => (url, String::new()),
+    };
+    let authority_from = base.find("://").map_or(0, |i| i + 3);
+    let path_from = base[authority_from..]
+        .find('/')
+        .map_or(base.len(), |i| authority_from + i);
+    format!("{}/{database}{query}", &base[..path_from])
+}
+
+/// Runs `sql` against the database at `url` (from outside any runtime), returning the
+/// first column of the first row as text, if any.
+fn sql(url: &str, sql: &str) -> Option<String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        let messages = client.simple_query(sql).await.unwrap();
+        messages.into_iter().find_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_string),
+            _ => None,
+        })
+    })
+}
+
+/// A database of the test's own, dropped (with its connections) when the test ends.
+struct Database {
+    server: String,
+    name: String,
+    url: String,
+    dir: tempfile::TempDir,
+}
+
+impl Database {
+    fn create() -> Database {
+        let server = server_url();
+        let name = format!("orch_test_{:016x}", fastrand::u64(..));
+        sql(&server, &format!("CREATE DATABASE {name}"));
+        Database {
+            url: with_database(&server, &name),
+            server,
+            name,
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        let drop_it = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
+        // Not a second panic while a failed test unwinds.
+        let server = self.server.clone();
+        let dropped = std::thread::spawn(move || sql(&server, &drop_it)).join();
+        if dropped.is_err() {
+            eprintln!("could not drop the test database {}", self.name);
+        }
+    }
+}
+
+impl Fixture for Database {
+    fn open(&self) -> Box<dyn Store> {
+        Box::new(PostgresStore::connect(&self.url).unwrap())
+    }
+
+    fn data_dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
+conformance_tests!(Database::create());
+
+#[test]
+fn the_backend_is_named_postgres_and_its_url_helper_keeps_the_query() {
+    let db = Database::create();
+    assert_eq!(db.open().backend_name(), "postgres");
+    let url = with_database("postgres://u:p@h:1/postgres?sslmode=disable", "x");
+    assert_eq!(url, "postgres://u:p@h:1/x?sslmode=disable");
+}
+
+#[test]
+fn a_database_of_a_newer_schema_is_refused_and_left_as_it_is() {
+    let db = Database::create();
+    drop(db.open());
+    let newer = schema::CURRENT + 1;
+    sql(
+        &db.url,
+        &format!("UPDATE schema_version SET version = {newer}"),
+    );
+    let error = PostgresStore::connect(&db.url).err().unwrap();
+    let message = error.to_string();
+    assert!(
+        matches!(error, StoreError::Unusable { .. }) && message.contains("newer daemon"),
+        "{message}"
+    );
+    let version = sql(&db.url, "SELECT version FROM schema_version");
+    assert_eq!(version, Some(newer.to_string()));
+}
+
+#[test]
+fn daemons_starting_together_migrate_once_and_take_the_database_in_turn() {
+    let db = Database::create();
+    let url = db.url.clone();
+    let starts: Vec<_> = (0..3)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || PostgresStore::connect(&url).map(drop))
+        })
+        .collect();
+    for start in starts {
+        start.join().unwrap().unwrap();
+    }
+    let version = sql(&db.url, "SELECT version FROM schema_version");
+    assert_eq!(version, Some(schema::CURRENT.to_string()));
+}
+
+#[test]
+fn a_second_daemon_on_the_same_database_is_refused_clearly() {
+    let db = Database::create();
+    let _first = db.open();
+    let error = PostgresStore::connect(&db.url).err().unwrap();
+    assert!(matches!(error, StoreError::AlreadyOpen { .. }), "{error}");
+    assert!(error.to_string().contains(&db.name), "{error}");
+}
+
+#[test]
+fn errors_name_the_server_and_never_the_password() {
+    let server = server_url();
+    let missing = with_database(&server, "orch_test_no_such_database");
+    let with_password = missing.replacen("://postgres@", "://postgres:s3cret-pw@", 1);
+    let error = PostgresStore::connect(&with_password)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(!error.contains("s3cret"), "{error}");
+    assert!(error.contains("/orch_test_no_such_database"), "{error}");
+    let nobody = "postgres://orch:s3cret-pw@127.0.0.1:1/orch";
+    let error = PostgresStore::connect(nobody).err().unwrap().to_string();
+    assert!(!error.contains("s3cret"), "{error}");
+    assert!(error.contains("127.0.0.1:1/orch"), "{error}");
+}
+
+#[test]
+fn the_store_is_used_and_dropped_from_inside_the_daemons_runtime() {
+    let db = Database::create();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let url = db.url.clone();
+    let read = runtime.block_on(async move {
+        let store = PostgresStore::connect(&url).unwrap();
+        let batch = WriteBatch {
+            tasks: vec![TaskWrite {
+                task: task(
+                    1,
+                    0,
+                    orch_protocol::TaskState::Queued {
+                        since: chrono::Utc::now(),
+                    },
+                ),
+                previous: None,
+            }],
+            ..WriteBatch::default()
+        };
+        store.commit(&batch).unwrap();
+        let read = tokio::task::spawn_blocking({
+            let store = std::sync::Arc::new(store);
+            move || store.get(1).map(|t| t.map(|t| t.id))
+        });
+        read.await.unwrap()
+    });
+    assert_eq!(read.unwrap(), Some(1));
+}

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# A throwaway PostgreSQL 15 server for the PostgreSQL store's tests.
+#
+#   scripts/postgres.sh start DIR   initdb + start in DIR (created, owned by `postgres`);
+#                                   prints the server URL on stdout. Run again on a DIR
+#                                   whose server is up, it only prints the URL.
+#   scripts/postgres.sh stop DIR    fast shutdown, then removes DIR.
+#
+# Use:  export PROVISIONING_TEST_DATABASE_URL=$(scripts/postgres.sh start /tmp/orch-pg)
+#       cargo test -p provisioning-orchestrator --lib store::postgres
+#
+# The server trusts local connections (--auth=trust) and listens on 127.0.0.1 only, on a
+# free port, with its socket in DIR. initdb refuses root, so as root the server runs as the
+# `postgres` user. PostgreSQL 15 is installed (Debian's postgresql-15) when missing.
+set -euo pipefail
+
+BIN=/usr/lib/postgresql/15/bin
+
+usage() {
+    echo "usage: $0 start DIR | stop DIR" >&2
+    exit 2
+}
+
+# Runs a server binary as the `postgres` user when we are root, else as ourselves.
+as_owner() {
+    if [ "$(id -u)" -eq 0 ]; then
+        runuser -u postgres -- "$@"
+    else
+        "$@"
+    fi
+}
+
+ensure_installed() {
+    if [ -x "$BIN/initdb" ]; then
+        return
+    fi
+    echo "PostgreSQL 15 is missing: installing postgresql-15" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update >&2
+    apt-get install -y postgresql-15 >&2
+}
+
+# A TCP port nothing listens on (the kernel picks it).
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+url_of() {
+    echo "postgres://postgres@127.0.0.1:$(cat "$1/port")/postgres"
+}
+
+start() {
+    local dir=$1
+    ensure_installed
+    if [ -f "$dir/port" ] && as_owner "$BIN/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
+        url_of "$dir"
+        return
+    fi
+    mkdir -p "$dir"
+    if [ "$(id -u)" -eq 0 ]; then
+        chown postgres: "$dir"
+    fi
+    if [ ! -f "$dir/data/PG_VERSION" ]; then
+        as_owner "$BIN/initdb" -D "$dir/data" --auth=trust --username=postgres \
+            --encoding=UTF8 --no-instructions >"$dir/initdb.log" 2>&1 || {
+            cat "$dir/initdb.log" >&2
+            exit 1
+        }
+    fi
+    local port
+    port=$(free_port)
+    as_owner "$BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+        -o "-h 127.0.0.1 -p $port -k $dir" start >&2 || {
+        cat "$dir/server.log" >&2
+        exit 1
+    }
+    echo "$port" >"$dir/port"
+    url_of "$dir"
+}
+
+stop() {
+    local dir=$1
+    if [ -f "$dir/data/PG_VERSION" ] && [ -x "$BIN/pg_ctl" ]; then
+        as_owner "$BIN/pg_ctl" -D "$dir/data" -m fast -w stop >&2 || true
+    fi
+    rm -rf "$dir"
+}
+
+[ $# -eq 2 ] || usage
+case $1 in
+start) start "$2" ;;
+stop) stop "$2" ;;
+*) usage ;;
+esac

@@ -51,7 +51,8 @@ impl ListQuery {
 
     /// From the label index when a label is given (the statuses checked on each row), else
     /// from the status index (the newest `limit` of each status, merged), else from the
-    /// primary key.
+    /// primary key. The status codes are small integers of ours (never text from a
+    /// request), so writing them into the statement needs no quoting.
     pub(super) async fn run(self, conn: &Conn) -> Result<Vec<Task>, StoreError> {
         let Some(highest) = self.highest else {
             return Ok(Vec::new());
@@ -64,12 +65,23 @@ impl ListQuery {
                 [label, &highest, &self.statuses, &self.limit];
             conn.query(sql, &params).await?
         } else if !self.statuses.is_empty() {
-            let sql = "SELECT t.id, t.body FROM UNNEST($1::int2[]) AS s(code)
-                CROSS JOIN LATERAL (SELECT id, body FROM tasks
-                    WHERE status = s.code AND id <= $2 ORDER BY id DESC LIMIT $3) AS t
-                ORDER BY t.id DESC LIMIT $3";
-            conn.query(sql, &[&self.statuses, &highest, &self.limit])
-                .await?
+            // One index-ordered range per status (their codes written in, so that the
+            // planner sees each one's share of the table), merged newest first.
+            let ranges: Vec<String> = self
+                .statuses
+                .iter()
+                .map(|code| {
+                    format!(
+                        "(SELECT id, body FROM tasks WHERE status = {code} AND id <= $1
+                          ORDER BY id DESC LIMIT $2)"
+                    )
+                })
+                .collect();
+            let sql = format!(
+                "SELECT id, body FROM ({}) AS t ORDER BY id DESC LIMIT $2",
+                ranges.join(" UNION ALL ")
+            );
+            conn.query(&sql, &[&highest, &self.limit]).await?
         } else {
             let sql = "SELECT id, body FROM tasks WHERE id <= $1 ORDER BY id DESC LIMIT $2";
             conn.query(sql, &[&highest, &self.limit]).await?
@@ -172,10 +184,13 @@ pub(super) fn snapshot(bridge: &Bridge) -> Result<Snapshot, StoreError> {
             .iter()
             .map(|r| record("task", r))
             .collect::<Result<_, _>>()?;
-        let queued = i16::from(TaskStatus::Queued.code());
-        let sql = "SELECT id, priority FROM tasks WHERE status = $1 ORDER BY priority DESC, id";
+        // The code written in, as in the queue index's predicate.
+        let sql = format!(
+            "SELECT id, priority FROM tasks WHERE status = {} ORDER BY priority DESC, id",
+            TaskStatus::Queued.code()
+        );
         let mut queue: Vec<(TaskId, i32)> = Vec::new();
-        for row in conn.query(sql, &[&queued]).await? {
+        for row in conn.query(&sql, &[]).await? {
             let id = unsigned("task id", row.try_get(0).map_err(pg)?)?;
             queue.push((id, row.try_get(1).map_err(pg)?));
         }

@@ -40,9 +40,18 @@ ensure_installed() {
     apt-get install -y postgresql-15 >&2
 }
 
-# A TCP port nothing listens on (the kernel picks it).
+# A TCP port nothing on 127.0.0.1 listens on (bash only: a fresh machine may lack python).
 free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+    local port
+    for _ in $(seq 1 100); do
+        port=$((20000 + RANDOM % 40000))
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            echo "$port"
+            return
+        fi
+    done
+    echo "no free port found" >&2
+    exit 1
 }
 
 url_of() {

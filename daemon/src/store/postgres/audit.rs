@@ -11,6 +11,7 @@ use orch_protocol::{AuditEntry, AuditFilter, AuditSegment, SegmentSeal};
 
 use super::bridge::{Conn, pg};
 use super::read::ReadSnapshot;
+use super::write::Pipeline;
 use super::{PostgresStore, decode, encode, record, signed, unsigned};
 use crate::audit::AuditRecord;
 use crate::store::audit::AuditHead;
@@ -58,20 +59,22 @@ impl AuditLog for PostgresStore {
         let seal = seal.clone();
         self.write(|conn| async move {
             remove_archived(&conn, &seal).await?;
-            let (seq, at) = append(&conn, vec![checkpoint]).await?;
+            let sealed = self::seal(&conn, vec![checkpoint]).await?;
             let segment = AuditSegment {
                 seal,
-                checkpoint: seq,
-                archived_at: at,
+                checkpoint: sealed.seq,
+                archived_at: sealed.at,
             };
             let first = signed("audit seq", segment.seal.first)?;
             let body = encode("an audit segment", &segment)?;
-            conn.execute(
+            let mut steps = Pipeline::default();
+            sealed.write(&mut steps);
+            steps.push(
                 "INSERT INTO audit_segments (first_seq, body) VALUES ($1, $2)
                  ON CONFLICT (first_seq) DO UPDATE SET body = EXCLUDED.body",
-                &[&first, &body],
-            )
-            .await?;
+                vec![&first, &body],
+            );
+            conn.pipeline(&steps.0).await?;
             Ok(segment)
         })
     }
@@ -119,12 +122,36 @@ async fn remove_archived(conn: &Conn, seal: &SegmentSeal) -> Result<(), StoreErr
     .map(drop)
 }
 
-/// Seals the records onto the end of the chain (in the open transaction); returns the new
-/// head's sequence number and the time the records were sealed with.
-pub(super) async fn append(
-    conn: &Conn,
-    records: Vec<AuditRecord>,
-) -> Result<(u64, DateTime<Utc>), StoreError> {
+/// Audit records sealed onto the chain, ready to be written.
+pub(super) struct Sealed {
+    seqs: Vec<i64>,
+    actions: Vec<String>,
+    bodies: Vec<String>,
+    head: (i64, String),
+    /// The new head's sequence number.
+    seq: u64,
+    /// The time the records were sealed with.
+    at: DateTime<Utc>,
+}
+
+impl Sealed {
+    /// Appends the statements writing the entries and the new head.
+    pub(super) fn write<'a>(&'a self, steps: &mut Pipeline<'a>) {
+        steps.push(
+            "INSERT INTO audit (seq, action, body)
+             SELECT * FROM UNNEST($1::int8[], $2::text[], $3::text[])",
+            vec![&self.seqs, &self.actions, &self.bodies],
+        );
+        steps.push(
+            "INSERT INTO audit_head (id, seq, hash) VALUES (0, $1, $2)
+             ON CONFLICT (id) DO UPDATE SET seq = EXCLUDED.seq, hash = EXCLUDED.hash",
+            vec![&self.head.0, &self.head.1],
+        );
+    }
+}
+
+/// Seals the records onto the end of the chain as the open transaction sees it.
+pub(super) async fn seal(conn: &Conn, records: Vec<AuditRecord>) -> Result<Sealed, StoreError> {
     let (mut seq, mut hash) = read_head(conn)
         .await?
         .unwrap_or_else(|| (0, crate::audit::GENESIS.to_string()));
@@ -140,18 +167,12 @@ pub(super) async fn append(
         bodies.push(encode("an audit entry", &entry)?);
         hash = entry.hash;
     }
-    conn.execute(
-        "INSERT INTO audit (seq, action, body)
-         SELECT * FROM UNNEST($1::int8[], $2::text[], $3::text[])",
-        &[&seqs, &actions, &bodies],
-    )
-    .await?;
-    let head = signed("audit seq", seq)?;
-    conn.execute(
-        "INSERT INTO audit_head (id, seq, hash) VALUES (0, $1, $2)
-         ON CONFLICT (id) DO UPDATE SET seq = EXCLUDED.seq, hash = EXCLUDED.hash",
-        &[&head, &hash],
-    )
-    .await?;
-    Ok((seq, now))
+    Ok(Sealed {
+        seqs,
+        actions,
+        bodies,
+        head: (signed("audit seq", seq)?, hash),
+        seq,
+        at: now,
+    })
 }

@@ -149,6 +149,26 @@ impl Conn {
         self.client.execute(&statement, params).await.map_err(pg)
     }
 
+    /// Runs the statements in order, sent together: they are prepared first (those not
+    /// prepared yet, together), then each is sent as it is first polled, which
+    /// `try_join_all` does in order; the server runs them in the order received.
+    pub(super) async fn pipeline(
+        &self,
+        steps: &[(String, Vec<&(dyn ToSql + Sync)>)],
+    ) -> Result<(), StoreError> {
+        let statements =
+            futures_util::future::try_join_all(steps.iter().map(|(sql, _)| self.statement(sql)))
+                .await?;
+        let runs = statements
+            .iter()
+            .zip(steps)
+            .map(|(statement, (_, params))| self.client.execute(statement, params));
+        futures_util::future::try_join_all(runs)
+            .await
+            .map(drop)
+            .map_err(pg)
+    }
+
     /// Runs statements without parameters (transaction control, DDL).
     pub(super) async fn batch(&self, sql: &str) -> Result<(), StoreError> {
         self.client.batch_execute(sql).await.map_err(pg)

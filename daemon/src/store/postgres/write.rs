@@ -10,6 +10,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use tokio_postgres::types::ToSql;
+
 use super::bridge::{Conn, pg};
 use super::{EVENTS_REMOVED_THROUGH, LAST_TASK_ID, encode, signed};
 use crate::audit::AuditRecord;
@@ -129,62 +131,92 @@ impl Plan {
         })
     }
 
-    /// Writes the plan in the open transaction on `conn` (the caller commits).
-    pub(super) async fn apply(self, conn: &Conn) -> Result<(), StoreError> {
+    /// Writes the plan in the open transaction on `conn` (the caller commits): the reads
+    /// the writes depend on first (the workflows' statuses, the audit head), then every
+    /// write, in order, sent together.
+    pub(super) async fn apply(mut self, conn: &Conn) -> Result<(), StoreError> {
+        let workflow_counts = self.workflow_counts(conn).await?;
+        let records = std::mem::take(&mut self.audit);
+        let sealed = if records.is_empty() {
+            None
+        } else {
+            Some(super::audit::seal(conn, records).await?)
+        };
+        let task_counts: (Vec<i16>, Vec<i64>) = self.counts.iter().map(|(k, v)| (*k, *v)).unzip();
+        let workflow_ids: Vec<i64> = self.workflows.keys().copied().collect();
+        let (workflow_statuses, workflow_bodies): (Vec<&str>, Vec<&str>) = self
+            .workflows
+            .values()
+            .map(|(s, b)| (s.as_str(), b.as_str()))
+            .unzip();
+        let mut steps = Pipeline::default();
         let t = &self.tasks;
         if !t.ids.is_empty() {
-            conn.execute(
+            steps.push(
                 "INSERT INTO tasks (id, status, priority, label, body)
                  SELECT * FROM UNNEST($1::int8[], $2::int2[], $3::int4[], $4::text[], $5::text[])
                  ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status,
                     priority = EXCLUDED.priority, label = EXCLUDED.label, body = EXCLUDED.body",
-                &[&t.ids, &t.statuses, &t.priorities, &t.labels, &t.bodies],
-            )
-            .await?;
+                vec![&t.ids, &t.statuses, &t.priorities, &t.labels, &t.bodies],
+            );
         }
         if !self.events.0.is_empty() {
-            conn.execute(
+            steps.push(
                 "INSERT INTO events (seq, body) SELECT * FROM UNNEST($1::int8[], $2::text[])
                  ON CONFLICT (seq) DO UPDATE SET body = EXCLUDED.body",
-                &[&self.events.0, &self.events.1],
-            )
-            .await?;
+                vec![&self.events.0, &self.events.1],
+            );
         }
-        if let Some(through) = self.events_removed_through {
-            conn.execute("DELETE FROM events WHERE seq <= $1", &[&through])
-                .await?;
-            raise_meta(conn, EVENTS_REMOVED_THROUGH, through).await?;
+        if let Some(through) = &self.events_removed_through {
+            steps.push("DELETE FROM events WHERE seq <= $1", vec![through]);
+            steps.push(RAISE_META, vec![&EVENTS_REMOVED_THROUGH, through]);
         }
-        self.write_workflows(conn).await?;
+        if !workflow_ids.is_empty() {
+            steps.push(
+                "INSERT INTO workflows (id, status, body)
+                 SELECT * FROM UNNEST($1::int8[], $2::text[], $3::text[])
+                 ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, body = EXCLUDED.body",
+                vec![&workflow_ids, &workflow_statuses, &workflow_bodies],
+            );
+        }
+        if !self.workflow_removals.is_empty() {
+            let sql = "DELETE FROM workflows WHERE id = ANY($1)";
+            steps.push(sql, vec![&self.workflow_removals]);
+        }
+        if let Some((names, deltas)) = &workflow_counts {
+            steps.add_counts("workflow_counts", "text", names, deltas);
+        }
         if !self.test_envs.0.is_empty() {
-            conn.execute(
+            steps.push(
                 "INSERT INTO test_envs (id, body) SELECT * FROM UNNEST($1::int8[], $2::text[])
                  ON CONFLICT (id) DO UPDATE SET body = EXCLUDED.body",
-                &[&self.test_envs.0, &self.test_envs.1],
-            )
-            .await?;
+                vec![&self.test_envs.0, &self.test_envs.1],
+            );
         }
-        if let Some(newest) = self.newest {
-            raise_meta(conn, LAST_TASK_ID, newest).await?;
+        if let Some(newest) = &self.newest {
+            steps.push(RAISE_META, vec![&LAST_TASK_ID, newest]);
         }
         if !self.removals.is_empty() {
-            conn.execute("DELETE FROM tasks WHERE id = ANY($1)", &[&self.removals])
-                .await?;
+            let sql = "DELETE FROM tasks WHERE id = ANY($1)";
+            steps.push(sql, vec![&self.removals]);
         }
-        if !self.counts.is_empty() {
-            let (codes, deltas): (Vec<i16>, Vec<i64>) = self.counts.into_iter().unzip();
-            add_counts(conn, "task_counts", "int2", &codes, &deltas).await?;
+        if !task_counts.0.is_empty() {
+            steps.add_counts("task_counts", "int2", &task_counts.0, &task_counts.1);
         }
-        if !self.audit.is_empty() {
-            super::audit::append(conn, self.audit).await?;
+        if let Some(sealed) = &sealed {
+            sealed.write(&mut steps);
         }
-        Ok(())
+        conn.pipeline(&steps.0).await
     }
 
-    /// Upserts the workflows, deletes the removed ones and moves their status counts.
-    async fn write_workflows(&self, conn: &Conn) -> Result<(), StoreError> {
+    /// How the batch's workflow writes and removals move the workflow counts (status name
+    /// → change), from the statuses stored before it.
+    async fn workflow_counts(
+        &self,
+        conn: &Conn,
+    ) -> Result<Option<(Vec<String>, Vec<i64>)>, StoreError> {
         if self.workflow_steps.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let ids: Vec<i64> = self.workflow_steps.iter().map(|(id, _)| *id).collect();
         let mut current: HashMap<i64, Option<String>> = HashMap::new();
@@ -206,61 +238,45 @@ impl Plan {
             }
             current.insert(*id, status.clone());
         }
-        if !self.workflows.is_empty() {
-            let ids: Vec<i64> = self.workflows.keys().copied().collect();
-            let (statuses, bodies): (Vec<&str>, Vec<&str>) = self
-                .workflows
-                .values()
-                .map(|(s, b)| (s.as_str(), b.as_str()))
-                .unzip();
-            conn.execute(
-                "INSERT INTO workflows (id, status, body)
-                 SELECT * FROM UNNEST($1::int8[], $2::text[], $3::text[])
-                 ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, body = EXCLUDED.body",
-                &[&ids, &statuses, &bodies],
-            )
-            .await?;
-        }
-        if !self.workflow_removals.is_empty() {
-            let sql = "DELETE FROM workflows WHERE id = ANY($1)";
-            conn.execute(sql, &[&self.workflow_removals]).await?;
-        }
-        if !counts.is_empty() {
-            let (names, deltas): (Vec<String>, Vec<i64>) = counts.into_iter().unzip();
-            add_counts(conn, "workflow_counts", "text", &names, &deltas).await?;
-        }
-        Ok(())
+        Ok((!counts.is_empty()).then(|| counts.into_iter().unzip()))
     }
 }
 
-/// Sets the `meta` value `key` to `value` unless it is already higher.
-async fn raise_meta(conn: &Conn, key: &str, value: i64) -> Result<(), StoreError> {
-    conn.execute(
-        "INSERT INTO meta (key, value) VALUES ($1, $2)
-         ON CONFLICT (key) DO UPDATE SET value = GREATEST(meta.value, EXCLUDED.value)",
-        &[&key, &value],
-    )
-    .await
-    .map(drop)
-}
+/// Sets the `meta` value `$1` to `$2` unless it is already higher.
+const RAISE_META: &str = "INSERT INTO meta (key, value) VALUES ($1, $2)
+    ON CONFLICT (key) DO UPDATE SET value = GREATEST(meta.value, EXCLUDED.value)";
 
-/// Adds `deltas` to the counts of `keys` in `table` (a row made for each key first), never
-/// going below zero.
-async fn add_counts<K: tokio_postgres::types::ToSql + Sync>(
-    conn: &Conn,
-    table: &str,
-    key_type: &str,
-    keys: &[K],
-    deltas: &[i64],
-) -> Result<(), StoreError> {
-    let create = format!(
-        "INSERT INTO {table} (status, n) SELECT key, 0 FROM UNNEST($1::{key_type}[]) AS k(key)
-         ON CONFLICT (status) DO NOTHING"
-    );
-    conn.execute(&create, &[&keys]).await?;
-    let add = format!(
-        "UPDATE {table} SET n = GREATEST({table}.n + d.delta, 0)
-         FROM UNNEST($1::{key_type}[], $2::int8[]) AS d(key, delta) WHERE {table}.status = d.key"
-    );
-    conn.execute(&add, &[&keys, &deltas]).await.map(drop)
+/// Parameters of one statement.
+type Params<'a> = Vec<&'a (dyn ToSql + Sync)>;
+
+/// Statements to run in order, sent together.
+#[derive(Default)]
+pub(super) struct Pipeline<'a>(pub(super) Vec<(String, Params<'a>)>);
+
+impl<'a> Pipeline<'a> {
+    /// Appends a statement.
+    pub(super) fn push(&mut self, sql: impl Into<String>, params: Params<'a>) {
+        self.0.push((sql.into(), params));
+    }
+
+    /// Appends the statements adding `deltas` to the counts of `keys` in `table` (a row
+    /// made for each key first), never going below zero.
+    fn add_counts<K: ToSql + Sync>(
+        &mut self,
+        table: &str,
+        key_type: &str,
+        keys: &'a Vec<K>,
+        deltas: &'a Vec<i64>,
+    ) {
+        let create = format!(
+            "INSERT INTO {table} (status, n) SELECT key, 0 FROM UNNEST($1::{key_type}[]) AS k(key)
+             ON CONFLICT (status) DO NOTHING"
+        );
+        self.push(create, vec![keys]);
+        let add = format!(
+            "UPDATE {table} SET n = GREATEST({table}.n + d.delta, 0)
+             FROM UNNEST($1::{key_type}[], $2::int8[]) AS d(key, delta) WHERE {table}.status = d.key"
+        );
+        self.push(add, vec![keys, deltas]);
+    }
 }

@@ -198,3 +198,83 @@ fn the_store_is_used_and_dropped_from_inside_the_daemons_runtime() {
     });
     assert_eq!(read.unwrap(), Some(1));
 }
+
+#[test]
+fn the_group_committer_and_concurrent_readers_share_the_store() {
+    use std::sync::Arc;
+    let db = Database::create();
+    let store: Arc<dyn Store> = Arc::from(db.open());
+    let (committer, writer) = crate::store::GroupCommitter::start(store.clone(), Box::new(|_| {}));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut jobs = Vec::new();
+        for worker in 0..8u64 {
+            let committer = committer.clone();
+            jobs.push(tokio::spawn(async move {
+                for n in 0..25u64 {
+                    let id = worker * 25 + n + 1;
+                    let actor = orch_protocol::Actor {
+                        uid: 0,
+                        interface: "socket".into(),
+                    };
+                    let params = serde_json::json!({ "id": id });
+                    let batch = WriteBatch {
+                        tasks: vec![TaskWrite {
+                            task: task(
+                                id,
+                                (id % 3) as i32,
+                                orch_protocol::TaskState::Queued {
+                                    since: chrono::Utc::now(),
+                                },
+                            ),
+                            previous: None,
+                        }],
+                        events: vec![Event {
+                            seq: id,
+                            at: chrono::Utc::now(),
+                            task: id,
+                            workflow: None,
+                            kind: orch_protocol::EventKind::Queued,
+                        }],
+                        audit: vec![crate::audit::AuditRecord::new(
+                            actor,
+                            "submit",
+                            params,
+                            Ok("ok".into()),
+                        )],
+                        ..WriteBatch::default()
+                    };
+                    committer.commit(batch).await.unwrap();
+                }
+            }));
+        }
+        for _ in 0..4 {
+            let store = store.clone();
+            jobs.push(tokio::spawn(async move {
+                for _ in 0..50 {
+                    let listed = store.list(&TaskFilter {
+                        limit: Some(5),
+                        ..TaskFilter::default()
+                    });
+                    assert!(listed.unwrap().len() <= 5);
+                    store.count_by_status().unwrap();
+                    store.get(1).unwrap();
+                    tokio::task::yield_now().await;
+                }
+            }));
+        }
+        for job in jobs {
+            job.await.unwrap();
+        }
+    });
+    drop(committer);
+    let stats = writer.join().unwrap();
+    assert_eq!(stats.batches, 200);
+    let counts: std::collections::HashMap<_, _> =
+        store.count_by_status().unwrap().into_iter().collect();
+    assert_eq!(counts[&TaskStatus::Queued], 200);
+    assert_eq!(store.last_event_seq().unwrap(), 200);
+    let archive = crate::audit::archive::Archive::open(db.data_dir(), store.clone()).unwrap();
+    let report = archive.verify().unwrap();
+    assert!(report.intact && report.entries == 200, "{report:?}");
+}

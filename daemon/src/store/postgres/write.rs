@@ -6,7 +6,9 @@
 //!
 //! A batch is turned into a [`Plan`] first (records encoded, counts worked out) on the
 //! caller's thread; each kind of row is then written by one multi-row statement over
-//! arrays, so a batch costs a handful of round trips whatever its size.
+//! arrays (`UNNEST`), and those statements are sent together as one pipeline, so a batch
+//! costs a few round trips (begin, the reads the writes depend on, the writes, commit)
+//! whatever its size.
 
 use std::collections::{BTreeMap, HashMap};
 

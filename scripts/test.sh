@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: unit tests, the plugin's example tests, and the end-to-end tests that
 # drive the real daemon binary, the real plugin, the real `nu` 0.115.1 and, for the local
-# provider and its taskservs, real containers on Podman's Docker-compatible API.
+# provider and its taskservs, real containers on Podman's Docker-compatible API, and, for
+# the PostgreSQL store, a real PostgreSQL server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/ensure-nu.sh
@@ -30,10 +31,16 @@ if ! python3 -c 'import moto.server, boto3' 2>/dev/null; then
     python3 -m pip install --quiet --break-system-packages 'moto[server]'
   python3 -c 'import moto.server, boto3' || { echo "moto[server] installed but not importable" >&2; exit 1; }
 fi
+# The PostgreSQL store is tested against a real server of the run's own (PostgreSQL 15
+# from the distribution, installed when missing), stopped and removed when the run ends;
+# each test makes a database of its own on it.
+pg_dir=$(mktemp -d /tmp/orch-test-pg.XXXXXX)
+log=$(mktemp)
+trap './scripts/postgres.sh stop "$pg_dir"; rm -f "$log"' EXIT
+PROVISIONING_TEST_DATABASE_URL=$(./scripts/postgres.sh start "$pg_dir")
+export PROVISIONING_TEST_DATABASE_URL
 # The end-to-end tests run the binaries from the same target directory.
 cargo build --workspace --bins
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
 status=0
 cargo test --workspace --no-fail-fast "$@" 2>&1 | tee "$log" || status=$?
 # One closing line for the whole run (cargo prints one per test binary).

@@ -7,11 +7,18 @@ use clap::{Parser, ValueEnum};
 use crate::policy::Role;
 use orch_protocol::paths;
 
+pub mod database;
+
+pub use database::{DatabaseUrl, DatabaseUrlError, SecretArg};
+
 /// The store backends this build knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum StorageType {
     /// An embedded redb database file in the data directory (the default).
     Redb,
+    /// A PostgreSQL database (`--database-url`); the data directory still holds the task
+    /// logs, the daemon's log, its tokens and the supervisor.
+    Postgres,
 }
 
 /// How the HTTP shim authenticates requests.
@@ -40,9 +47,21 @@ pub struct Cli {
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,
 
-    /// Where state is kept. Only the embedded `redb` store exists in this version.
+    /// Where state is kept: `redb`, an embedded file in the data directory (the default),
+    /// or `postgres`, a PostgreSQL database (--database-url).
     #[arg(long, value_enum, default_value_t = StorageType::Redb)]
     pub storage_type: StorageType,
+
+    /// The database of `--storage-type postgres`: postgres://USER[:PASSWORD]@HOST:PORT/DB.
+    /// Else read from --database-url-file, else from $PROVISIONING_ORCHESTRATOR_DATABASE_URL.
+    /// Its password is never logged or shown.
+    #[arg(long, value_name = "URL", value_parser = SecretArg::given)]
+    pub database_url: Option<SecretArg>,
+
+    /// A file whose first line is the database URL (a secret mounted as a file), instead
+    /// of --database-url.
+    #[arg(long, value_name = "PATH")]
+    pub database_url_file: Option<PathBuf>,
 
     /// Also serve the REST API over HTTP on this port (on 127.0.0.1 unless --bind says
     /// otherwise). Every route but /health and /openapi.json needs a bearer token from
@@ -207,6 +226,19 @@ pub enum Tool {
     /// The audit log's archived segments.
     #[command(subcommand)]
     Audit(AuditTool),
+    /// Copy a whole store into an empty one, offline, and check the copy: from redb to
+    /// PostgreSQL or back. Each side is a data directory (its orchestrator.redb) or a
+    /// postgres:// URL. No daemon may be using either. Task logs and archived audit
+    /// segments stay in the data directory; start the daemon on the new store with the same
+    /// --data-dir. Prints a JSON report.
+    Migrate {
+        /// The store to copy: a data directory or a postgres:// URL.
+        #[arg(long, value_name = "DIR|URL")]
+        from: String,
+        /// The empty store to copy into (a data directory is created if missing).
+        #[arg(long, value_name = "DIR|URL")]
+        to: String,
+    },
     /// Supervise the attempts of a data directory (started by the daemon, never by hand).
     #[command(hide = true)]
     Supervise {
@@ -250,6 +282,9 @@ pub enum ConfigError {
     /// The current directory (the default workspace) cannot be read.
     #[error("cannot read the current directory (the default --workspace): {0}")]
     CurrentDir(std::io::Error),
+    /// The database URL is missing, given twice, or unusable.
+    #[error(transparent)]
+    DatabaseUrl(#[from] DatabaseUrlError),
     /// The `--log` filter does not parse.
     #[error("--log {filter:?} is not a valid log filter: {error}")]
     LogFilter {
@@ -280,7 +315,19 @@ impl Cli {
             filter: self.log.clone(),
             error,
         })?;
+        self.database_url()?;
         Ok(())
+    }
+
+    /// The PostgreSQL URL of `--storage-type postgres` (see [`database::resolve`]); none
+    /// for the embedded store.
+    pub fn database_url(&self) -> Result<Option<DatabaseUrl>, DatabaseUrlError> {
+        database::resolve(
+            self.storage_type == StorageType::Postgres,
+            self.database_url.as_ref(),
+            self.database_url_file.as_deref(),
+            std::env::var(database::DATABASE_URL_ENV).ok(),
+        )
     }
 
     /// The data directory, with the default applied.

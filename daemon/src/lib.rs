@@ -41,6 +41,7 @@ pub mod files;
 pub mod http;
 pub mod logging;
 pub mod metrics;
+pub mod migrate;
 pub mod nu_command;
 pub mod ops;
 pub mod orphans;
@@ -64,7 +65,7 @@ use tokio_util::sync::CancellationToken;
 use config::{Cli, StorageType};
 use engine::{Engine, EngineParts};
 use runner::{Runner, RunnerConfig};
-use store::{GroupCommitter, RedbStore, Store};
+use store::{GroupCommitter, PostgresStore, RedbStore, Store};
 
 /// The database file's name in the data directory.
 pub const STORE_FILE: &str = "orchestrator.redb";
@@ -87,6 +88,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let logs_dir = data_dir.join("logs");
     let store: Arc<dyn Store> = match cli.storage_type {
         StorageType::Redb => Arc::new(open_redb(&data_dir, &logs_dir)?),
+        StorageType::Postgres => Arc::new(open_postgres(&cli)?),
     };
     files::create_private_dir(&logs_dir)
         .with_context(|| format!("cannot create {}", logs_dir.display()))?;
@@ -263,6 +265,14 @@ fn open_redb(data_dir: &Path, logs_dir: &Path) -> anyhow::Result<RedbStore> {
         );
     }
     Ok(RedbStore::open(&path)?)
+}
+
+/// Connects to the database of `--storage-type postgres` (its URL checked by
+/// `Cli::validate`); errors name it without its password.
+fn open_postgres(cli: &Cli) -> anyhow::Result<PostgresStore> {
+    let url = cli.database_url()?.context("no database URL")?;
+    PostgresStore::connect(url.expose())
+        .with_context(|| format!("cannot use the database {}", url.redacted()))
 }
 
 /// True when `dir` exists and is not empty.

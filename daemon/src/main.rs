@@ -1,6 +1,6 @@
 //! The `provisioning-orchestrator` binary: parses flags and runs the daemon (or, given a
-//! tool such as `audit verify-segment`, or `supervise` for a data directory, runs that
-//! instead).
+//! tool such as `audit verify-segment`, `migrate`, or `supervise` for a data directory,
+//! runs that instead).
 
 use clap::Parser;
 use provisioning_orchestrator::config::{AuditTool, Tool};
@@ -9,6 +9,9 @@ fn main() -> std::process::ExitCode {
     let cli = provisioning_orchestrator::config::Cli::parse();
     if let Some(Tool::Audit(AuditTool::VerifySegment { file, sha256 })) = &cli.tool {
         return provisioning_orchestrator::audit::offline::run(file, sha256.as_deref());
+    }
+    if let Some(Tool::Migrate { from, to }) = &cli.tool {
+        return provisioning_orchestrator::migrate::run(from, to);
     }
     if let Some(Tool::Supervise { dir }) = &cli.tool {
         return provisioning_orchestrator::runner::supervisor_main(dir);

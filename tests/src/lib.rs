@@ -8,7 +8,8 @@
 //! - [`http::Shim`]: a daemon serving HTTP, its tokens, requests through curl;
 //!   [`peer::socket_as`]: the socket as another uid; [`local_infra::LocalInfra`]: an infra
 //!   of local servers on the container engine, removed whatever happens; [`raw`]: raw
-//!   frames on the socket and the daemon's memory.
+//!   frames on the socket and the daemon's memory; [`postgres::TestDatabase`]: a database
+//!   of the test's own on the PostgreSQL server the test command started.
 //!
 //! The binaries are taken from the same target directory as the test executable; the
 //! README's test command builds them first (`cargo build --workspace --bins`).
@@ -17,6 +18,7 @@ pub mod containers;
 pub mod http;
 pub mod local_infra;
 pub mod peer;
+pub mod postgres;
 pub mod raw;
 
 use std::path::{Path, PathBuf};

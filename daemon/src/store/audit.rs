@@ -37,4 +37,16 @@ pub trait AuditLog {
         seal: &SegmentSeal,
         checkpoint: AuditRecord,
     ) -> Result<AuditSegment, StoreError>;
+
+    /// For a migration into this (empty) store, in one durable transaction: writes
+    /// `entries` (key and stored JSON, as [`walk_audit`](Self::walk_audit) gave them) and
+    /// `segments` exactly as they were, so that the chain and its hashes are the same, and
+    /// makes `head` the head. Refused, with nothing changed, when this store already has
+    /// an audit log.
+    fn import_audit(
+        &self,
+        entries: &[(u64, Vec<u8>)],
+        segments: &[AuditSegment],
+        head: &AuditHead,
+    ) -> Result<(), StoreError>;
 }

@@ -8,7 +8,7 @@
 pub mod audit;
 pub mod committer;
 #[cfg(test)]
-mod conformance;
+pub(crate) mod conformance;
 pub mod postgres;
 pub mod redb;
 
@@ -84,6 +84,9 @@ pub struct WriteBatch {
     pub test_envs: Vec<TestEnv>,
     /// Remove the logged events up to this sequence number (the event retention).
     pub events_removed_through: Option<u64>,
+    /// Every id up to this one counts as assigned, even with no record left (a migration
+    /// carries the highest id over, so that a removed task's id is never given again).
+    pub ids_used_through: Option<u64>,
 }
 
 impl WriteBatch {
@@ -99,6 +102,20 @@ impl WriteBatch {
         self.events_removed_through = self
             .events_removed_through
             .max(other.events_removed_through);
+        self.ids_used_through = self.ids_used_through.max(other.ids_used_through);
+    }
+
+    /// The highest id the batch takes: its new tasks', workflows' and test environments',
+    /// and `ids_used_through`. The store's highest id assigned is raised to it.
+    pub fn highest_new_id(&self) -> Option<u64> {
+        self.tasks
+            .iter()
+            .filter(|w| w.previous.is_none())
+            .map(|w| w.task.id)
+            .chain(self.workflows.iter().map(|w| w.id))
+            .chain(self.test_envs.iter().map(|e| e.id))
+            .chain(self.ids_used_through)
+            .max()
     }
 
     /// True when there is nothing to write.
@@ -111,6 +128,7 @@ impl WriteBatch {
             && self.workflows.is_empty()
             && self.test_envs.is_empty()
             && self.events_removed_through.is_none()
+            && self.ids_used_through.is_none()
     }
 }
 

@@ -230,33 +230,13 @@ fn recovery_reason(env: &TestEnv, now: DateTime<Utc>) -> Option<DeleteReason> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use orch_protocol::{EnvRequest, EnvSpec, EnvStage};
+    use orch_protocol::EnvStage;
 
     fn env(state: EnvState, expires_in: chrono::Duration) -> TestEnv {
-        let now = Utc::now();
-        TestEnv {
-            id: 1,
-            name: "redis".into(),
-            kind: "single".into(),
-            request: EnvRequest {
-                env: EnvSpec::Single {
-                    taskserv: "redis".into(),
-                },
-                auto_start: true,
-                auto_cleanup: false,
-                ttl_ms: None,
-                resources: None,
-                image: None,
-            },
-            created_at: now,
-            expires_at: now + expires_in,
-            network: String::new(),
-            nodes: Vec::new(),
-            state,
-            probes: Vec::new(),
-            results: Vec::new(),
-            diagnostics: None,
-        }
+        let mut env = crate::store::conformance::test_env(1);
+        env.expires_at = env.created_at + expires_in;
+        env.state = state;
+        env
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! The behaviour every [`Store`] backend must have, as test cases over a [`Fixture`]; each
 //! backend's tests run all of them through [`conformance_tests!`]. Task records, indexes,
 //! counts and events are here (the first cases); lists, the queue, removals and big
-//! batches in `tasks`; the audit log's cases in `audit`.
+//! batches in `tasks`; the audit log's cases in `audit`; a migration into the store and out
+//! again in `migration`.
 
 mod audit;
+mod migration;
 mod tasks;
 
 use std::collections::HashMap;
@@ -21,6 +23,7 @@ pub(crate) use audit::{
     archiving_is_refused_when_the_log_changed_and_nothing_changes,
     audit_entries_are_sealed_in_order_onto_a_chain_that_verifies,
 };
+pub(crate) use migration::a_store_migrated_into_this_one_and_out_again_is_the_same;
 pub(crate) use tasks::{
     a_batch_of_ten_thousand_tasks_is_one_commit,
     lists_page_newest_first_below_the_cursor_with_every_filter,
@@ -54,6 +57,7 @@ macro_rules! conformance_tests {
             a_batch_of_ten_thousand_tasks_is_one_commit,
             audit_entries_are_sealed_in_order_onto_a_chain_that_verifies,
             archiving_is_refused_when_the_log_changed_and_nothing_changes,
+            a_store_migrated_into_this_one_and_out_again_is_the_same,
         );
     };
     (@cases $fixture:expr; $($case:ident),* $(,)?) => {
@@ -174,7 +178,7 @@ pub(crate) fn workflow(id: u64, steps: &[u64], state: WorkflowState) -> Workflow
 }
 
 /// Test environment `id`, created.
-fn test_env(id: u64) -> TestEnv {
+pub(crate) fn test_env(id: u64) -> TestEnv {
     let now = Utc::now();
     TestEnv {
         id,

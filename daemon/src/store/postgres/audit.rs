@@ -78,6 +78,71 @@ impl AuditLog for PostgresStore {
             Ok(segment)
         })
     }
+
+    fn import_audit(
+        &self,
+        entries: &[(u64, Vec<u8>)],
+        segments: &[AuditSegment],
+        head: &AuditHead,
+    ) -> Result<(), StoreError> {
+        let mut seqs = Vec::with_capacity(entries.len());
+        let mut actions = Vec::with_capacity(entries.len());
+        let mut bodies = Vec::with_capacity(entries.len());
+        for (seq, body) in entries {
+            let body = String::from_utf8(body.clone()).map_err(|e| StoreError::Corrupt {
+                what: format!("audit entry {seq}"),
+                error: e.to_string(),
+            })?;
+            let entry: AuditEntry = decode("audit entry", &body)?;
+            seqs.push(signed("audit seq", *seq)?);
+            actions.push(entry.action);
+            bodies.push(body);
+        }
+        let mut firsts = Vec::with_capacity(segments.len());
+        let mut segment_bodies = Vec::with_capacity(segments.len());
+        for segment in segments {
+            firsts.push(signed("audit seq", segment.seal.first)?);
+            segment_bodies.push(encode("an audit segment", segment)?);
+        }
+        let head = match head {
+            Some((seq, hash)) => Some((signed("audit seq", *seq)?, hash.clone())),
+            None => None,
+        };
+        self.write(|conn| async move {
+            let held = conn
+                .query_opt(
+                    "SELECT 1 FROM audit UNION ALL SELECT 1 FROM audit_head
+                     UNION ALL SELECT 1 FROM audit_segments LIMIT 1",
+                    &[],
+                )
+                .await?;
+            if held.is_some() {
+                return Err(StoreError::Backend(
+                    "the target already has an audit log; nothing was imported".into(),
+                ));
+            }
+            conn.execute(
+                "INSERT INTO audit (seq, action, body)
+                 SELECT * FROM UNNEST($1::int8[], $2::text[], $3::text[])",
+                &[&seqs, &actions, &bodies],
+            )
+            .await?;
+            conn.execute(
+                "INSERT INTO audit_segments (first_seq, body)
+                 SELECT * FROM UNNEST($1::int8[], $2::text[])",
+                &[&firsts, &segment_bodies],
+            )
+            .await?;
+            if let Some((seq, hash)) = head {
+                conn.execute(
+                    "INSERT INTO audit_head (id, seq, hash) VALUES (0, $1, $2)",
+                    &[&seq, &hash],
+                )
+                .await?;
+            }
+            Ok(())
+        })
+    }
 }
 
 /// The stored head.

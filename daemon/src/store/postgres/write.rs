@@ -101,13 +101,7 @@ impl Plan {
             );
         }
         let newest = batch
-            .tasks
-            .iter()
-            .filter(|w| w.previous.is_none())
-            .map(|w| w.task.id)
-            .chain(batch.workflows.iter().map(|w| w.id))
-            .chain(batch.test_envs.iter().map(|e| e.id))
-            .max()
+            .highest_new_id()
             .map(|id| signed("task", id))
             .transpose()?;
         let mut removals = Vec::new();

@@ -8,8 +8,8 @@
 use std::ops::ControlFlow;
 
 use ::redb::{
-    Durability, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, TableError,
-    WriteTransaction,
+    Durability, ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata,
+    TableDefinition, TableError, WriteTransaction,
 };
 use chrono::{DateTime, Utc};
 use orch_protocol::{AuditEntry, AuditFilter, AuditSegment, SegmentSeal};
@@ -104,6 +104,42 @@ impl AuditLog for RedbStore {
         drop(segments);
         txn.commit().map_err(backend)?;
         Ok(segment)
+    }
+
+    fn import_audit(
+        &self,
+        entries: &[(u64, Vec<u8>)],
+        segments: &[AuditSegment],
+        head: &AuditHead,
+    ) -> Result<(), StoreError> {
+        let mut txn = self.db.begin_write().map_err(backend)?;
+        txn.set_durability(Durability::Immediate).map_err(backend)?;
+        let mut audit = txn.open_table(AUDIT).map_err(backend)?;
+        let mut head_table = txn.open_table(AUDIT_HEAD).map_err(backend)?;
+        let mut segment_table = txn.open_table(AUDIT_SEGMENTS).map_err(backend)?;
+        let empty = audit.is_empty().map_err(backend)?
+            && head_table.is_empty().map_err(backend)?
+            && segment_table.is_empty().map_err(backend)?;
+        if !empty {
+            return Err(StoreError::Backend(
+                "the target already has an audit log; nothing was imported".into(),
+            ));
+        }
+        for (seq, body) in entries {
+            audit.insert(*seq, body.as_slice()).map_err(backend)?;
+        }
+        for segment in segments {
+            let body = serde_json::to_vec(segment).expect("segments serialize");
+            segment_table
+                .insert(segment.seal.first, body.as_slice())
+                .map_err(backend)?;
+        }
+        if let Some(head) = head {
+            let body = serde_json::to_vec(head).expect("the head serializes");
+            head_table.insert(HEAD, body.as_slice()).map_err(backend)?;
+        }
+        drop((audit, head_table, segment_table));
+        txn.commit().map_err(backend)
     }
 }
 

@@ -70,14 +70,7 @@ pub(super) fn apply(txn: &WriteTransaction, batch: &WriteBatch) -> Result<(), re
         let body = serde_json::to_vec(env).expect("environment records always serialize");
         envs.insert(env.id, body.as_slice())?;
     }
-    let newest = batch
-        .tasks
-        .iter()
-        .filter(|w| w.previous.is_none())
-        .map(|w| w.task.id)
-        .chain(batch.workflows.iter().map(|w| w.id))
-        .chain(batch.test_envs.iter().map(|e| e.id))
-        .max();
+    let newest = batch.highest_new_id();
     if let Some(newest) = newest {
         let mut meta = txn.open_table(META)?;
         let last = meta.get(LAST_TASK_ID)?.map_or(0, |v| v.value());

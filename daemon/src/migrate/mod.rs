@@ -1,0 +1,346 @@
+//! `provisioning-orchestrator migrate --from A --to B`: copies a whole store into an empty
+//! one, offline, and checks the copy. A and B are each a data directory (its redb file) or
+//! a `postgres://` URL, so a store moves from redb to PostgreSQL and back.
+//!
+//! What is copied: every task (removed ids stay taken), workflow, test environment and
+//! logged event (with the event retention's mark), and the audit log as it is stored, so
+//! that its chain and hashes are unchanged; the list of archived audit segments too. The
+//! task logs and the archived segments' files stay in the data directory: a daemon on the
+//! new store is started on the same one.
+//!
+//! The copy is checked against the source record by record (tasks page by page through the
+//! id index, workflows, environments, events, the audit entries byte for byte and their
+//! chain's links, the counts), and the tool says so in a JSON report; a difference is an
+//! error. Both stores must be closed: a daemon holds its redb file, and a PostgreSQL
+//! database its daemon's lock, so a store in use is refused.
+
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use orch_protocol::{Task, TaskFilter};
+
+use crate::config::DatabaseUrl;
+use crate::store::{RedbStore, Store, StoreError, TaskWrite, WriteBatch};
+
+pub(crate) mod check;
+#[cfg(test)]
+pub(crate) mod tests;
+
+/// Records per transaction of the copy.
+const BATCH: usize = 2_000;
+
+/// One side of a migration.
+#[derive(Debug, Clone)]
+pub enum Place {
+    /// A data directory, whose store is its redb file.
+    Redb(PathBuf),
+    /// A PostgreSQL database.
+    Postgres(DatabaseUrl),
+}
+
+/// Why a migration did not happen, or its copy is not the source.
+#[derive(Debug, thiserror::Error)]
+pub enum MigrateError {
+    /// A side cannot be opened or read, or the copy cannot be written.
+    #[error("{side}: {error}")]
+    Store {
+        /// Which side, as [`Place::describe`] shows it.
+        side: String,
+        /// What failed.
+        error: StoreError,
+    },
+    /// The target holds something already.
+    #[error(
+        "{0} is not empty ({1}); migrate only into an empty store: a new database, or a new data directory"
+    )]
+    NotEmpty(String, String),
+    /// The copy differs from the source.
+    #[error("the copy differs from the source: {0}")]
+    Differs(String),
+    /// A side's name is neither a URL nor a directory.
+    #[error("{0}")]
+    Place(String),
+}
+
+/// What was copied, as the tool reports it.
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Copied {
+    /// Tasks.
+    pub tasks: u64,
+    /// Workflows.
+    pub workflows: u64,
+    /// Test environments.
+    pub test_envs: u64,
+    /// Logged events.
+    pub events: u64,
+    /// Live audit entries.
+    pub audit_entries: u64,
+    /// Archived audit segments (their records; the files stay in the data directory).
+    pub audit_segments: u64,
+    /// The highest id taken.
+    pub last_id: u64,
+}
+
+impl Place {
+    /// A `postgres://` or `postgresql://` URL, else a data directory.
+    pub fn parse(text: &str) -> Result<Place, MigrateError> {
+        if text.contains("://") {
+            return DatabaseUrl::parse(text)
+                .map(Place::Postgres)
+                .map_err(MigrateError::Place);
+        }
+        Ok(Place::Redb(PathBuf::from(text)))
+    }
+
+    /// How this side is named in messages (a URL without its password).
+    pub fn describe(&self) -> String {
+        match self {
+            Place::Redb(dir) => dir.join(crate::STORE_FILE).display().to_string(),
+            Place::Postgres(url) => url.redacted(),
+        }
+    }
+
+    /// Opens the store: an existing one for the source, created if missing for the target.
+    fn open(&self, create: bool) -> Result<Arc<dyn Store>, MigrateError> {
+        let failed = |error| MigrateError::Store {
+            side: self.describe(),
+            error,
+        };
+        match self {
+            Place::Redb(dir) => {
+                let path = dir.join(crate::STORE_FILE);
+                if !create && !path.is_file() {
+                    return Err(MigrateError::Place(format!(
+                        "{}: no store there (a data directory holds {})",
+                        path.display(),
+                        crate::STORE_FILE
+                    )));
+                }
+                if create {
+                    crate::files::create_private_dir(dir).map_err(|e| {
+                        MigrateError::Place(format!("cannot create {}: {e}", dir.display()))
+                    })?;
+                }
+                Ok(Arc::new(RedbStore::open(&path).map_err(failed)?))
+            }
+            Place::Postgres(url) => Ok(Arc::new(
+                crate::store::PostgresStore::connect(url.expose()).map_err(failed)?,
+            )),
+        }
+    }
+}
+
+/// The `migrate` tool: opens both sides, copies, checks, and prints the JSON report (or
+/// the error on stderr, exiting 1).
+pub fn run(from: &str, to: &str) -> ExitCode {
+    let outcome = Place::parse(from).and_then(|from| {
+        let to = Place::parse(to)?;
+        let source = from.open(false)?;
+        let target = to.open(true)?;
+        let copied = migrate(source.as_ref(), target.as_ref(), &to.describe())?;
+        Ok((from, to, copied))
+    });
+    match outcome {
+        Ok((from, to, copied)) => {
+            let report = serde_json::json!({
+                "from": from.describe(),
+                "to": to.describe(),
+                "copied": copied,
+                "verified": true,
+            });
+            println!("{report:#}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("provisioning-orchestrator migrate: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Copies `source` into the empty `target` (named `target_name` in errors), then checks
+/// the copy against the source.
+pub fn migrate(
+    source: &dyn Store,
+    target: &dyn Store,
+    target_name: &str,
+) -> Result<Copied, MigrateError> {
+    let read = |error| MigrateError::Store {
+        side: "the source".into(),
+        error,
+    };
+    let write = |error| MigrateError::Store {
+        side: target_name.to_string(),
+        error,
+    };
+    if let Some(what) = contents(target).map_err(write)? {
+        return Err(MigrateError::NotEmpty(target_name.to_string(), what));
+    }
+    let mut copied = Copied::default();
+    copy_tasks(source, target, &mut copied)?;
+    let snapshot = source.load().map_err(read)?;
+    let workflows = source.workflows(usize::MAX).map_err(read)?;
+    copied.workflows = workflows.len() as u64;
+    copied.test_envs = snapshot.test_envs.len() as u64;
+    copied.last_id = snapshot.last_task_id;
+    for chunk in workflows.chunks(BATCH) {
+        let batch = WriteBatch {
+            workflows: chunk.to_vec(),
+            ..WriteBatch::default()
+        };
+        target.commit(&batch).map_err(write)?;
+    }
+    let batch = WriteBatch {
+        test_envs: snapshot.test_envs,
+        ids_used_through: Some(snapshot.last_task_id),
+        events_removed_through: Some(source.events_removed_through().map_err(read)?)
+            .filter(|&through| through > 0),
+        ..WriteBatch::default()
+    };
+    target.commit(&batch).map_err(write)?;
+    copied.events = copy_events(source, target, target_name)?;
+    let (entries, head) = audit_of(source).map_err(read)?;
+    let segments = source.audit_segments().map_err(read)?;
+    copied.audit_entries = entries.len() as u64;
+    copied.audit_segments = segments.len() as u64;
+    target
+        .import_audit(&entries, &segments, &head)
+        .map_err(write)?;
+    check::same(source, target)?;
+    Ok(copied)
+}
+
+/// Copies every task, page by page through the id index (newest first).
+fn copy_tasks(
+    source: &dyn Store,
+    target: &dyn Store,
+    copied: &mut Copied,
+) -> Result<(), MigrateError> {
+    let mut pages = TaskPages::new();
+    while let Some(page) = pages.next(source, "the source")? {
+        copied.tasks += page.len() as u64;
+        let batch = WriteBatch {
+            tasks: page
+                .into_iter()
+                .map(|task| TaskWrite {
+                    task,
+                    previous: None,
+                })
+                .collect(),
+            ..WriteBatch::default()
+        };
+        target.commit(&batch).map_err(|error| MigrateError::Store {
+            side: "the target".into(),
+            error,
+        })?;
+    }
+    Ok(())
+}
+
+/// Every task of a store, [`BATCH`] at a time, newest first (through the id index).
+pub(crate) struct TaskPages {
+    before: Option<u64>,
+}
+
+impl TaskPages {
+    /// From the newest task.
+    pub(crate) fn new() -> TaskPages {
+        TaskPages { before: None }
+    }
+
+    /// The next page from the same position of `store` (named `side` in errors); `None`
+    /// after the oldest task.
+    pub(crate) fn next(
+        &mut self,
+        store: &dyn Store,
+        side: &str,
+    ) -> Result<Option<Vec<Task>>, MigrateError> {
+        let filter = TaskFilter {
+            limit: Some(BATCH),
+            before: self.before,
+            ..TaskFilter::default()
+        };
+        let page = store.list(&filter).map_err(|error| MigrateError::Store {
+            side: side.to_string(),
+            error,
+        })?;
+        Ok(page.last().map(|last| last.id).map(|last| {
+            self.before = Some(last);
+            page
+        }))
+    }
+}
+
+/// Copies the logged events in order; returns how many.
+fn copy_events(
+    source: &dyn Store,
+    target: &dyn Store,
+    target_name: &str,
+) -> Result<u64, MigrateError> {
+    let mut after = 0;
+    let mut count = 0;
+    loop {
+        let events = source
+            .events_after(after, BATCH)
+            .map_err(|error| MigrateError::Store {
+                side: "the source".into(),
+                error,
+            })?;
+        let Some(last) = events.last() else {
+            return Ok(count);
+        };
+        after = last.seq;
+        count += events.len() as u64;
+        let batch = WriteBatch {
+            events,
+            ..WriteBatch::default()
+        };
+        target.commit(&batch).map_err(|error| MigrateError::Store {
+            side: target_name.to_string(),
+            error,
+        })?;
+    }
+}
+
+/// Live audit entries as stored: each one's key and JSON.
+pub(crate) type StoredEntries = Vec<(u64, Vec<u8>)>;
+
+/// The live audit entries and the head, from one read.
+pub(crate) fn audit_of(
+    store: &dyn Store,
+) -> Result<(StoredEntries, crate::store::audit::AuditHead), StoreError> {
+    let mut entries = Vec::new();
+    let head = store.walk_audit(&mut |seq, body| {
+        entries.push((seq, body.to_vec()));
+        ControlFlow::Continue(())
+    })?;
+    Ok((entries, head))
+}
+
+/// What `store` holds, described, or `None` when it is empty.
+fn contents(store: &dyn Store) -> Result<Option<String>, StoreError> {
+    let tasks: u64 = store.count_by_status()?.iter().map(|(_, n)| n).sum();
+    let workflows: u64 = store
+        .count_workflows_by_status()?
+        .iter()
+        .map(|(_, n)| n)
+        .sum();
+    let snapshot = store.load()?;
+    let audit = store.walk_audit(&mut |_, _| ControlFlow::Break(()))?;
+    let held = [
+        (tasks, "tasks"),
+        (workflows, "workflows"),
+        (snapshot.test_envs.len() as u64, "test environments"),
+        (store.last_event_seq()?, "events"),
+        (u64::from(audit.is_some()), "an audit log"),
+        (snapshot.last_task_id, "ids taken"),
+    ];
+    let found: Vec<String> = held
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{what}: {n}"))
+        .collect();
+    Ok((!found.is_empty()).then(|| found.join(", ")))
+}

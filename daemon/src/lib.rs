@@ -115,6 +115,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     };
     let audit = Arc::new(audit::archive::Archive::open(&data_dir, store.clone())?);
     let snapshot = store.load()?;
+    if snapshot.migration_underway {
+        anyhow::bail!(
+            "the {} store holds an unfinished migration (provisioning-orchestrator migrate stopped before its copy was complete and checked): it holds only part of its source. Migrate again into an empty store, or start on the source",
+            store.backend_name()
+        );
+    }
     tracing::info!(
         tasks = snapshot.tasks.len(),
         queued = snapshot.queue.len(),

@@ -321,3 +321,16 @@ fn a_store_migrates_to_postgres_and_back_unchanged() {
         "ids go on after the copy: {new_id} after {highest}"
     );
 }
+
+#[test]
+fn a_daemon_refuses_a_store_an_unfinished_migration_left() {
+    let db = TestDatabase::create();
+    let mut daemon = start(&on(&db, &[]));
+    daemon.terminate();
+    // What `migrate` leaves when it stops midway: its mark, set before the first copy.
+    db.sql("INSERT INTO meta (key, value) VALUES ('migration_underway', 1)");
+    let out = daemon.spawn(&on(&db, &[])).wait_with_output().unwrap();
+    assert!(!out.status.success());
+    let stderr = daemon.stderr();
+    assert!(stderr.contains("unfinished migration"), "{stderr}");
+}

@@ -11,7 +11,8 @@
 //! The copy is checked against the source record by record (tasks page by page through the
 //! id index, workflows, environments, events, the audit entries byte for byte and their
 //! chain's links, the counts), and the tool says so in a JSON report; a difference is an
-//! error. Both stores must be closed: a daemon holds its redb file, and a PostgreSQL
+//! error. The target is marked as a migration's until then, and a daemon refuses a store
+//! so marked (a copy that failed midway holds only part of its source). Both stores must be closed: a daemon holds its redb file, and a PostgreSQL
 //! database its daemon's lock, so a store in use is refused.
 
 use std::ops::ControlFlow;
@@ -178,6 +179,12 @@ pub fn migrate(
     if let Some(what) = contents(target).map_err(write)? {
         return Err(MigrateError::NotEmpty(target_name.to_string(), what));
     }
+    // Marked first: a daemon refuses the target until the copy is complete and checked.
+    let underway = |on| WriteBatch {
+        migration_underway: Some(on),
+        ..WriteBatch::default()
+    };
+    target.commit(&underway(true)).map_err(write)?;
     let mut copied = Copied::default();
     copy_tasks(source, target, &mut copied)?;
     let snapshot = source.load().map_err(read)?;
@@ -209,6 +216,7 @@ pub fn migrate(
         .import_audit(&entries, &segments, &head)
         .map_err(write)?;
     check::same(source, target)?;
+    target.commit(&underway(false)).map_err(write)?;
     Ok(copied)
 }
 
@@ -336,6 +344,10 @@ fn contents(store: &dyn Store) -> Result<Option<String>, StoreError> {
         (store.last_event_seq()?, "events"),
         (u64::from(audit.is_some()), "an audit log"),
         (snapshot.last_task_id, "ids taken"),
+        (
+            u64::from(snapshot.migration_underway),
+            "an unfinished migration",
+        ),
     ];
     let found: Vec<String> = held
         .iter()

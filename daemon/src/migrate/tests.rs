@@ -108,6 +108,10 @@ fn everything_is_carried_over_and_checked() {
     assert_eq!(copied.last_id, 6, "the removed task's id stays taken");
     assert_eq!(copied.audit_segments, 1);
     let snapshot = to.load().unwrap();
+    assert!(
+        !snapshot.migration_underway,
+        "the finished copy is no longer marked"
+    );
     assert_eq!(snapshot.queue, vec![(2, 5), (1, 0), (3, 0)]);
     assert_eq!(snapshot.last_task_id, 6);
     assert_eq!(to.events_removed_through().unwrap(), 2);
@@ -176,4 +180,23 @@ fn a_copy_that_differs_is_found() {
     from.commit(&changed).unwrap();
     let error = super::check::same(from.as_ref(), to.as_ref()).unwrap_err();
     assert!(error.to_string().contains("task 1"), "{error}");
+}
+
+#[test]
+fn a_store_left_by_an_unfinished_migration_is_marked_and_refused_as_a_target() {
+    let (_source_dir, from) = source();
+    let target_dir = tempfile::tempdir().unwrap();
+    let to = open(&target_dir);
+    // What a copy that stopped after its first batch leaves.
+    let begun = WriteBatch {
+        migration_underway: Some(true),
+        ..WriteBatch::default()
+    };
+    to.commit(&begun).unwrap();
+    assert!(to.load().unwrap().migration_underway);
+    let error = migrate(from.as_ref(), to.as_ref(), "the target").unwrap_err();
+    assert!(
+        error.to_string().contains("an unfinished migration"),
+        "{error}"
+    );
 }

@@ -87,6 +87,9 @@ pub struct WriteBatch {
     /// Every id up to this one counts as assigned, even with no record left (a migration
     /// carries the highest id over, so that a removed task's id is never given again).
     pub ids_used_through: Option<u64>,
+    /// `Some(true)`: the store is being filled by a migration, and a daemon refuses it
+    /// until `Some(false)` says the copy is complete and checked.
+    pub migration_underway: Option<bool>,
 }
 
 impl WriteBatch {
@@ -103,6 +106,7 @@ impl WriteBatch {
             .events_removed_through
             .max(other.events_removed_through);
         self.ids_used_through = self.ids_used_through.max(other.ids_used_through);
+        self.migration_underway = other.migration_underway.or(self.migration_underway);
     }
 
     /// The highest id the batch takes: its new tasks', workflows' and test environments',
@@ -129,6 +133,7 @@ impl WriteBatch {
             && self.test_envs.is_empty()
             && self.events_removed_through.is_none()
             && self.ids_used_through.is_none()
+            && self.migration_underway.is_none()
     }
 }
 
@@ -150,6 +155,8 @@ pub struct Snapshot {
     pub last_event_seq: u64,
     /// The highest task id ever assigned (0 when none), removed tasks included.
     pub last_task_id: u64,
+    /// A migration into this store began and did not finish: it holds part of its source.
+    pub migration_underway: bool,
 }
 
 /// A durable home for tasks and events (and, through [`AuditLog`], the audit log).

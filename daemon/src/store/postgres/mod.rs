@@ -50,6 +50,8 @@ const OWNER_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 const LAST_TASK_ID: &str = "last_task_id";
 /// The events up to this sequence number were removed (`meta` key).
 const EVENTS_REMOVED_THROUGH: &str = "events_removed_through";
+/// Present (value 1) while a migration fills the database (`meta` key).
+const MIGRATION_UNDERWAY: &str = "migration_underway";
 
 /// A [`Store`] in a PostgreSQL database.
 pub struct PostgresStore {

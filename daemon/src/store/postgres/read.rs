@@ -10,7 +10,7 @@ use orch_protocol::{Task, TaskFilter, TaskId, TaskStatus, TestEnv, Workflow};
 use tokio_postgres::Row;
 
 use super::bridge::{Bridge, Conn, pg};
-use super::{EVENTS_REMOVED_THROUGH, LAST_TASK_ID, decode, record, unsigned};
+use super::{EVENTS_REMOVED_THROUGH, LAST_TASK_ID, MIGRATION_UNDERWAY, decode, record, unsigned};
 use crate::store::{Snapshot, StoreError};
 
 /// The statuses of unfinished tasks that are held in full after a restart.
@@ -206,6 +206,7 @@ pub(super) fn snapshot(bridge: &Bridge) -> Result<Snapshot, StoreError> {
             Some(row) => unsigned(LAST_TASK_ID, row.try_get(0).map_err(pg)?)?,
             None => 0,
         };
+        let migration_underway = conn.query_opt(sql, &[&MIGRATION_UNDERWAY]).await?;
         Ok(Snapshot {
             tasks,
             workflows,
@@ -213,6 +214,7 @@ pub(super) fn snapshot(bridge: &Bridge) -> Result<Snapshot, StoreError> {
             queue,
             last_event_seq: last_event_seq(&conn).await?,
             last_task_id,
+            migration_underway: migration_underway.is_some(),
         })
     })
 }

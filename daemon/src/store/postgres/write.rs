@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use tokio_postgres::types::ToSql;
 
 use super::bridge::{Conn, pg};
-use super::{EVENTS_REMOVED_THROUGH, LAST_TASK_ID, encode, signed};
+use super::{EVENTS_REMOVED_THROUGH, LAST_TASK_ID, MIGRATION_UNDERWAY, encode, signed};
 use crate::audit::AuditRecord;
 use crate::store::{StoreError, WriteBatch};
 
@@ -45,6 +45,7 @@ pub(super) struct Plan {
     newest: Option<i64>,
     removals: Vec<i64>,
     audit: Vec<AuditRecord>,
+    migration_underway: Option<bool>,
 }
 
 impl Plan {
@@ -124,6 +125,7 @@ impl Plan {
             newest,
             removals,
             audit: batch.audit.clone(),
+            migration_underway: batch.migration_underway,
         })
     }
 
@@ -201,6 +203,14 @@ impl Plan {
         }
         if let Some(sealed) = &sealed {
             sealed.write(&mut steps);
+        }
+        match self.migration_underway {
+            Some(true) => steps.push(
+                "INSERT INTO meta (key, value) VALUES ($1, 1) ON CONFLICT (key) DO NOTHING",
+                vec![&MIGRATION_UNDERWAY],
+            ),
+            Some(false) => steps.push("DELETE FROM meta WHERE key = $1", vec![&MIGRATION_UNDERWAY]),
+            None => {}
         }
         conn.pipeline(&steps.0).await
     }

@@ -54,6 +54,8 @@ const WORKFLOW_COUNTS: TableDefinition<&str, u64> = TableDefinition::new("workfl
 const LAST_TASK_ID: &str = "last_task_id";
 /// The events up to this sequence number were removed (`--retain-events`).
 const EVENTS_REMOVED_THROUGH: &str = "events_removed_through";
+/// `meta` key present (value 1) while a migration fills the store.
+const MIGRATION_UNDERWAY: &str = "migration_underway";
 
 /// A [`Store`] in a redb database file.
 pub struct RedbStore {

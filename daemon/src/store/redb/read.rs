@@ -7,7 +7,9 @@ use std::collections::HashSet;
 use ::redb::{ReadTransaction, ReadableTable, ReadableTableMetadata};
 use orch_protocol::{Task, TaskFilter, TaskId, TaskStatus, TestEnv, Workflow};
 
-use super::{BY_LABEL, BY_STATUS, LAST_TASK_ID, META, QUEUE, TASKS, TEST_ENVS, WORKFLOWS};
+use super::{
+    BY_LABEL, BY_STATUS, LAST_TASK_ID, META, MIGRATION_UNDERWAY, QUEUE, TASKS, TEST_ENVS, WORKFLOWS,
+};
 use super::{backend, decode};
 use crate::store::{Snapshot, StoreError};
 
@@ -66,6 +68,7 @@ pub(super) fn snapshot(txn: &ReadTransaction) -> Result<Snapshot, StoreError> {
         queue,
         last_event_seq: 0,
         last_task_id,
+        migration_underway: meta.get(MIGRATION_UNDERWAY).map_err(backend)?.is_some(),
     })
 }
 

@@ -6,8 +6,9 @@ use ::redb::{ReadableTable, WriteTransaction};
 use orch_protocol::TaskStatus;
 
 use super::{
-    BY_LABEL, BY_STATUS, COUNTS, EVENTS, EVENTS_REMOVED_THROUGH, LAST_TASK_ID, META, QUEUE, TASKS,
-    TEST_ENVS, WORKFLOW_COUNTS, WORKFLOW_STATUS, WORKFLOWS, queue_key,
+    BY_LABEL, BY_STATUS, COUNTS, EVENTS, EVENTS_REMOVED_THROUGH, LAST_TASK_ID, META,
+    MIGRATION_UNDERWAY, QUEUE, TASKS, TEST_ENVS, WORKFLOW_COUNTS, WORKFLOW_STATUS, WORKFLOWS,
+    queue_key,
 };
 use crate::store::WriteBatch;
 
@@ -90,6 +91,11 @@ pub(super) fn apply(txn: &WriteTransaction, batch: &WriteBatch) -> Result<(), re
     }
     if !batch.audit.is_empty() {
         super::audit::append(txn, &batch.audit)?;
+    }
+    match batch.migration_underway {
+        Some(true) => drop(txn.open_table(META)?.insert(MIGRATION_UNDERWAY, 1)?),
+        Some(false) => drop(txn.open_table(META)?.remove(MIGRATION_UNDERWAY)?),
+        None => {}
     }
     Ok(())
 }

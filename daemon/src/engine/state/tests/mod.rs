@@ -401,6 +401,7 @@ impl Harness {
             queue,
             last_event_seq: self.state.next_seq - 1,
             last_task_id: self.state.next_id - 1,
+            migration_underway: false,
         }
     }
 }

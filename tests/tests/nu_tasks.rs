@@ -224,3 +224,40 @@ fn submit_with_wait_returns_the_tasks_once_they_are_final() {
         "without --wait the answer comes at once"
     );
 }
+
+#[test]
+fn two_things_to_run_or_a_missing_script_are_refused_at_submit() {
+    let daemon = Daemon::start(&[]);
+    let nu = daemon.nu();
+    for (script, names) in [
+        (
+            "orch submit --nu 'print x' echo hi",
+            ["a command here", "--nu here"],
+        ),
+        (
+            "orch submit --nu 'print x' --script x.nu",
+            ["--nu here", "--script here"],
+        ),
+        (
+            "{command: [echo hi], nu: 'print x'} | orch submit",
+            ["`command` here", "`nu` here"],
+        ),
+    ] {
+        let err = nu.try_run(script).unwrap_err();
+        assert!(err.contains("two things to run"), "{script}: {err}");
+        for name in names {
+            assert!(err.contains(name), "{script}: {err}");
+        }
+    }
+    let err = nu.try_run("orch submit --script missing.nu").unwrap_err();
+    assert!(
+        err.contains("script not found") && err.contains("missing.nu: no such file"),
+        "{err}"
+    );
+    let err = nu.try_run("orch submit --script .").unwrap_err();
+    assert!(err.contains("it is not a file"), "{err}");
+    assert_eq!(nu.json("orch tasks | length"), 0, "nothing was submitted");
+    // A record's command still replaces the flags' default (one thing per source).
+    let task = nu.json("{command: [true]} | orch submit --nu 'exit 1' --wait");
+    assert_eq!(task["status"], "succeeded", "{task}");
+}

@@ -103,6 +103,21 @@ fn env_map(value: &Value) -> Result<BTreeMap<String, String>, LabeledError> {
         .collect()
 }
 
+/// Refuses more than one of the given ways to say what to run (a command, `nu` code, a
+/// script), each with its name and span, instead of silently keeping one of them.
+fn one_thing_to_run(given: [Option<(String, Span)>; 3]) -> Result<(), LabeledError> {
+    let given: Vec<(String, Span)> = given.into_iter().flatten().collect();
+    if let [(first, first_span), (second, second_span), ..] = given.as_slice() {
+        return Err(LabeledError::new("two things to run")
+            .with_label(format!("{first} here"), *first_span)
+            .with_label(
+                format!("and {second} here: give a command, Nushell code (--nu) or a script (--script), one of them"),
+                *second_span,
+            ));
+    }
+    Ok(())
+}
+
 fn resolve(cwd: &Path, path: &str) -> PathBuf {
     let path = PathBuf::from(path);
     if path.is_absolute() {
@@ -121,6 +136,17 @@ impl TaskDraft {
             spans: Vec::new(),
         };
         draft.spec.cwd = Some(cwd.to_path_buf());
+        let flag = |name: &str| {
+            call.named
+                .iter()
+                .find(|(n, v)| n.item == name && v.as_ref().is_some_and(|v| !v.is_nothing()))
+                .map(|(n, _)| ("--".to_string() + name, n.span))
+        };
+        let positional = call
+            .positional
+            .first()
+            .map(|v| ("a command".to_string(), v.span()));
+        one_thing_to_run([positional, flag("nu"), flag("script")])?;
         if !call.positional.is_empty() {
             let span = call.positional[0].span();
             draft.set_command(&Value::list(call.positional.clone(), span), cwd)?;
@@ -149,6 +175,12 @@ impl TaskDraft {
                 ));
             }
         };
+        let field = |name: &str| {
+            record
+                .get(name)
+                .map(|value| (format!("`{name}`"), value.span()))
+        };
+        one_thing_to_run([field("command"), field("nu"), field("script")])?;
         for (name, value) in record.iter() {
             let field = name.replace('_', "-");
             if !self.set(&field, value, cwd)? {
@@ -202,6 +234,17 @@ impl TaskDraft {
             }
             "script" => {
                 let path = resolve(cwd, &as_string(value)?);
+                if !path.is_file() {
+                    let problem = match path.exists() {
+                        true => "it is not a file",
+                        false => "no such file",
+                    };
+                    return Err(bad(
+                        span,
+                        "script not found",
+                        format!("{}: {problem}", path.display()),
+                    ));
+                }
                 self.kind = Some((TaskKind::NuFile { path }, span));
                 "command"
             }

@@ -90,8 +90,8 @@ print \$'(\$enqueue / 1sec) (\$run / 1sec) (\$bad) (\$task) (\$wf)'
 }
 
 measure redb
-SERVER_URL=$("$ROOT/scripts/postgres.sh" start "$PG")
 PG_STARTED=1
+SERVER_URL=$("$ROOT/scripts/postgres.sh" start "$PG" 2>"$WORK/pg-start.log") || { cat "$WORK/pg-start.log" >&2; exit 1; }
 psql -X -q -d "$SERVER_URL" -c "CREATE DATABASE bench_1"
 measure postgres --storage-type postgres --database-url "${SERVER_URL%/*}/bench_1"
 

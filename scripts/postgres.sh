@@ -89,6 +89,15 @@ start() {
 
 stop() {
     local dir=$1
+    # Only a directory `start` made is removed (a mistyped `stop ~` removes nothing).
+    if [ ! -f "$dir/data/PG_VERSION" ] && [ ! -f "$dir/initdb.log" ]; then
+        if [ -d "$dir" ] && [ -n "$(ls -A "$dir")" ]; then
+            echo "$dir is not a server directory of $0 start: left as it is" >&2
+            exit 1
+        fi
+        rm -rf "$dir"
+        return
+    fi
     if [ -f "$dir/data/PG_VERSION" ] && [ -x "$BIN/pg_ctl" ]; then
         as_owner "$BIN/pg_ctl" -D "$dir/data" -m fast -w stop >&2 || true
     fi

@@ -63,6 +63,11 @@ pub struct Cli {
     #[arg(long, value_name = "PATH")]
     pub database_url_file: Option<PathBuf>,
 
+    /// `$PROVISIONING_ORCHESTRATOR_DATABASE_URL`, taken out of the environment at start
+    /// ([`Cli::take_database_url_env`]) so that no task or child process inherits it.
+    #[arg(skip)]
+    pub database_url_env: Option<String>,
+
     /// Also serve the REST API over HTTP on this port (on 127.0.0.1 unless --bind says
     /// otherwise). Every route but /health and /openapi.json needs a bearer token from
     /// tokens.json in the data directory (created at the first start with --port).
@@ -326,8 +331,21 @@ impl Cli {
             self.storage_type == StorageType::Postgres,
             self.database_url.as_ref(),
             self.database_url_file.as_deref(),
-            std::env::var(database::DATABASE_URL_ENV).ok(),
+            self.database_url_env.clone(),
         )
+    }
+
+    /// Moves `$PROVISIONING_ORCHESTRATOR_DATABASE_URL` from the environment into
+    /// `database_url_env`: the password it may hold must not reach the tasks (they inherit
+    /// the daemon's environment) or the supervisor.
+    ///
+    /// # Safety
+    /// Changes the process environment: call it before any other thread exists (first
+    /// thing in `main`).
+    pub unsafe fn take_database_url_env(&mut self) {
+        self.database_url_env = std::env::var(database::DATABASE_URL_ENV).ok();
+        // SAFETY: the caller guarantees no other thread runs (see above).
+        unsafe { std::env::remove_var(database::DATABASE_URL_ENV) };
     }
 
     /// The data directory, with the default applied.

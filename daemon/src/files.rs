@@ -83,3 +83,25 @@ pub fn write_atomically(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result
     file.sync_all()?;
     std::fs::rename(&tmp, path)
 }
+
+/// Creates `path` (mode 0600) when missing and takes an exclusive lock on it (flock);
+/// `None` when another process holds it. The lock lasts as long as the returned file.
+pub fn lock_exclusive(path: &Path) -> std::io::Result<Option<std::fs::File>> {
+    use std::os::fd::AsRawFd as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(path)?;
+    // SAFETY: flock(2) on an open descriptor.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let error = std::io::Error::last_os_error();
+        return match error.raw_os_error() {
+            Some(libc::EWOULDBLOCK) => Ok(None),
+            _ => Err(error),
+        };
+    }
+    Ok(Some(file))
+}

@@ -88,7 +88,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let logs_dir = data_dir.join("logs");
     let store: Arc<dyn Store> = match cli.storage_type {
         StorageType::Redb => Arc::new(open_redb(&data_dir, &logs_dir)?),
-        StorageType::Postgres => Arc::new(open_postgres(&cli)?),
+        StorageType::Postgres => Arc::new(open_postgres(&cli, &data_dir)?),
     };
     files::create_private_dir(&logs_dir)
         .with_context(|| format!("cannot create {}", logs_dir.display()))?;
@@ -273,12 +273,27 @@ fn open_redb(data_dir: &Path, logs_dir: &Path) -> anyhow::Result<RedbStore> {
     Ok(RedbStore::open(&path)?)
 }
 
-/// Connects to the database of `--storage-type postgres` (its URL checked by
-/// `Cli::validate`); errors name it without its password.
-fn open_postgres(cli: &Cli) -> anyhow::Result<PostgresStore> {
+/// The lock file of a data directory whose store is not in it (with redb, the store
+/// file's own lock keeps a second daemon out).
+pub const DATA_DIR_LOCK: &str = "daemon.lock";
+
+/// Takes the data directory for this daemon (a second one would share its logs, tokens and
+/// supervisor), then connects to the database of `--storage-type postgres` (its URL
+/// checked by `Cli::validate`); errors name it without its password. The store holds the
+/// directory's lock for as long as it lives.
+fn open_postgres(cli: &Cli, data_dir: &Path) -> anyhow::Result<PostgresStore> {
+    let lock = files::lock_exclusive(&data_dir.join(DATA_DIR_LOCK))
+        .with_context(|| format!("cannot lock {}", data_dir.display()))?
+        .with_context(|| {
+            format!(
+                "the data directory {} is already in use by another daemon ({DATA_DIR_LOCK} is locked)",
+                data_dir.display()
+            )
+        })?;
     let url = cli.database_url()?.context("no database URL")?;
-    PostgresStore::connect(url.expose())
-        .with_context(|| format!("cannot use the database {}", url.redacted()))
+    let store = PostgresStore::connect(url.expose())
+        .with_context(|| format!("cannot use the database {}", url.redacted()))?;
+    Ok(store.holding(lock))
 }
 
 /// True when `dir` exists and is not empty.

@@ -6,7 +6,9 @@ use clap::Parser;
 use provisioning_orchestrator::config::{AuditTool, Tool};
 
 fn main() -> std::process::ExitCode {
-    let cli = provisioning_orchestrator::config::Cli::parse();
+    let mut cli = provisioning_orchestrator::config::Cli::parse();
+    // SAFETY: no other thread exists yet.
+    unsafe { cli.take_database_url_env() };
     if let Some(Tool::Audit(AuditTool::VerifySegment { file, sha256 })) = &cli.tool {
         return provisioning_orchestrator::audit::offline::run(file, sha256.as_deref());
     }

@@ -334,3 +334,82 @@ fn a_daemon_refuses_a_store_an_unfinished_migration_left() {
     let stderr = daemon.stderr();
     assert!(stderr.contains("unfinished migration"), "{stderr}");
 }
+
+#[test]
+fn the_url_in_the_environment_reaches_no_task() {
+    let db = TestDatabase::create();
+    let url = db.url_with_password(Some("pw-Env42"));
+    let daemon = Daemon::start_with_env(
+        &["--storage-type", "postgres"],
+        &[("PROVISIONING_ORCHESTRATOR_DATABASE_URL", &url)],
+    );
+    let nu = daemon.nu();
+    let id = nu.json("orch submit --wait env | get id");
+    let log = nu.run(&format!("orch logs {id}"));
+    assert!(
+        log.contains("PATH="),
+        "the task printed its environment: {log}"
+    );
+    assert!(!log.contains("pw-Env42"), "{log}");
+    assert!(
+        !log.contains("PROVISIONING_ORCHESTRATOR_DATABASE_URL"),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_second_daemon_on_the_same_data_directory_is_refused() {
+    let first_db = TestDatabase::create();
+    let second_db = TestDatabase::create();
+    let first = start(&on(&first_db, &[]));
+    let out = std::process::Command::new(orch_e2e::binary("provisioning-orchestrator"))
+        .arg("--data-dir")
+        .arg(first.data_dir())
+        .arg("--socket")
+        .arg(first.dir().join("b.sock"))
+        .args(on(&second_db, &[]))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("is already in use by another daemon"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn migrate_refuses_a_mistyped_target_and_the_same_store_creating_nothing() {
+    let mut daemon = Daemon::start(&[]);
+    daemon.nu().run("orch submit --wait true | ignore");
+    daemon.terminate();
+    let data = daemon.data_dir().display().to_string();
+    let cwd = tempfile::tempdir().unwrap();
+    for (to, expected) in [
+        (
+            "postgres:/u:pw-Typo9@127.0.0.1/db",
+            "looks like a URL but not a postgres:// one",
+        ),
+        (
+            "host=127.0.0.1 password=pw-Typo9",
+            "connection strings (key=value) are not taken",
+        ),
+        (data.as_str(), "are the same store"),
+        ("missing-parent/data", "its parent directory does not exist"),
+    ] {
+        let out = std::process::Command::new(orch_e2e::binary("provisioning-orchestrator"))
+            .current_dir(cwd.path())
+            .args(["migrate", "--from", &data, "--to", to])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{to}");
+        assert!(stderr.contains(expected), "{to}: {stderr}");
+        assert!(!stderr.contains("pw-Typo9"), "{stderr}");
+    }
+    assert_eq!(
+        std::fs::read_dir(cwd.path()).unwrap().count(),
+        0,
+        "nothing was created"
+    );
+}

@@ -53,20 +53,10 @@ impl DatabaseUrl {
         &self.0
     }
 
-    /// The URL with its password (in the user part, or a `password=` parameter) replaced
-    /// by `***`: what logs and messages show.
+    /// How the database is named wherever the URL would be shown: its scheme, host, port
+    /// and database only (no user, password or parameters, however they are written).
     pub fn redacted(&self) -> String {
-        let (scheme, rest) = self.0.split_once("://").unwrap_or(("postgres", &self.0));
-        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-        let (authority, tail) = rest.split_at(authority_end);
-        let authority = match authority.rsplit_once('@') {
-            Some((user, host)) => match user.split_once(':') {
-                Some((name, _password)) => format!("{name}:***@{host}"),
-                None => format!("{user}@{host}"),
-            },
-            None => authority.to_string(),
-        };
-        format!("{scheme}://{authority}{}", redact_password_parameter(tail))
+        crate::store::postgres::describe(&self.0)
     }
 }
 
@@ -74,21 +64,6 @@ impl std::fmt::Debug for DatabaseUrl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.redacted())
     }
-}
-
-/// `tail` (path and query) with the value of a `password=` parameter hidden.
-fn redact_password_parameter(tail: &str) -> String {
-    let Some((path, query)) = tail.split_once('?') else {
-        return tail.to_string();
-    };
-    let parameters: Vec<String> = query
-        .split('&')
-        .map(|p| match p.split_once('=') {
-            Some((key, _)) if key.eq_ignore_ascii_case("password") => format!("{key}=***"),
-            _ => p.to_string(),
-        })
-        .collect();
-    format!("{path}?{}", parameters.join("&"))
 }
 
 /// Why no usable URL was found.
@@ -163,13 +138,32 @@ pub fn resolve(
     }
 }
 
-/// The URL on the first line of `path`.
+/// The most of a URL file read: a URL is short, and `/dev/zero` must not fill memory.
+const MAX_FILE_BYTES: u64 = 64 * 1024;
+
+/// The URL on the first line of `path`, a regular file of at most [`MAX_FILE_BYTES`].
 fn read_file(path: &Path) -> Result<DatabaseUrl, DatabaseUrlError> {
+    use std::io::Read as _;
     let file_error = |error: String| DatabaseUrlError::File {
         path: path.display().to_string(),
         error,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| file_error(e.to_string()))?;
+    let file = std::fs::File::open(path).map_err(|e| file_error(e.to_string()))?;
+    let meta = file.metadata().map_err(|e| file_error(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(file_error("not a regular file".into()));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| file_error(e.to_string()))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(file_error(format!(
+            "larger than {} KiB: it must hold the URL on its first line",
+            MAX_FILE_BYTES / 1024
+        )));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| file_error("not UTF-8 text".into()))?;
     let line = text.lines().next().unwrap_or("").trim();
     if line.is_empty() {
         return Err(file_error(
@@ -195,20 +189,30 @@ mod tests {
         let cases = [
             (
                 "postgres://orch:s3cret@db:5432/orch",
-                "postgres://orch:***@db:5432/orch",
+                "postgres://db:5432/orch",
             ),
-            ("postgresql://orch@db/orch", "postgresql://orch@db/orch"),
+            ("postgresql://orch@db/orch", "postgres://db:5432/orch"),
             (
-                "postgres://db/orch?password=s3cret&sslmode=require",
-                "postgres://db/orch?password=***&sslmode=require",
+                "postgres://db/orch?password=s3cret&sslmode=disable",
+                "postgres://db:5432/orch",
             ),
-            ("postgres://u:p@ss@db/x", "postgres://u:***@db/x"),
+            (
+                "postgres://db/orch?pass%77ord=s3cret",
+                "postgres://db:5432/orch",
+            ),
+            ("postgres://u:s3/cret@db/x", "postgres://db:5432/x"),
+            ("postgres://u:s3?cret@db/x", "postgres://db:5432/x"),
+            (
+                "postgres://u:s3@cret@db/x",
+                "a PostgreSQL URL that does not parse",
+            ),
         ];
         for (given, shown) in cases {
-            assert_eq!(url(given).redacted(), shown);
+            assert_eq!(url(given).redacted(), shown, "{given}");
             assert_eq!(format!("{:?}", url(given)), shown);
-            assert!(!format!("{:?}", url(given)).contains("s3cret"));
         }
+        let unparsable = url("postgres://u:s3cret@[::1/x");
+        assert!(!unparsable.redacted().contains("s3cret"));
     }
 
     #[test]
@@ -272,6 +276,21 @@ mod tests {
             resolve(false, None, Some(Path::new("/x")), None),
             Err(DatabaseUrlError::NotPostgres("--database-url-file"))
         ));
+    }
+
+    #[test]
+    fn a_huge_or_special_file_is_refused_without_reading_it_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big");
+        std::fs::write(&big, vec![b'x'; 100 * 1024]).unwrap();
+        let error = resolve(true, None, Some(&big), None)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("larger than 64 KiB"), "{error}");
+        let error = resolve(true, None, Some(Path::new("/dev/zero")), None).unwrap_err();
+        assert!(error.to_string().contains("not a regular file"), "{error}");
+        let error = resolve(true, None, Some(dir.path()), None).unwrap_err();
+        assert!(error.to_string().contains("not a regular file"), "{error}");
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //! so marked (a copy that failed midway holds only part of its source). Both stores must be closed: a daemon holds its redb file, and a PostgreSQL
 //! database its daemon's lock, so a store in use is refused.
 
+use std::io::Write as _;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -54,7 +55,7 @@ pub enum MigrateError {
     },
     /// The target holds something already.
     #[error(
-        "{0} is not empty ({1}); migrate only into an empty store: a new database, or a new data directory"
+        "{0} is not empty ({1}); migrate only into an empty store: a new database, or a new data directory (what a migration stopped midway left: drop and create the database again, or remove the directory)"
     )]
     NotEmpty(String, String),
     /// The copy differs from the source.
@@ -85,14 +86,45 @@ pub struct Copied {
 }
 
 impl Place {
-    /// A `postgres://` or `postgresql://` URL, else a data directory.
-    pub fn parse(text: &str) -> Result<Place, MigrateError> {
-        if text.contains("://") {
+    /// A `postgres://` or `postgresql://` URL, else a data directory. What looks like
+    /// another URL or a connection string is refused (it would otherwise become a
+    /// directory named after it, password included); the error never repeats the text.
+    pub fn parse(side: &str, text: &str) -> Result<Place, MigrateError> {
+        let refused = |problem: &str| MigrateError::Place(format!("{side}: {problem}"));
+        if text.starts_with("postgres://") || text.starts_with("postgresql://") {
             return DatabaseUrl::parse(text)
                 .map(Place::Postgres)
-                .map_err(MigrateError::Place);
+                .map_err(|e| refused(&e));
+        }
+        let scheme = text.split_once(':').map(|(s, _)| s).filter(|s| {
+            s.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c))
+        });
+        if scheme.is_some() || text.contains('@') {
+            return Err(refused(
+                "this looks like a URL but not a postgres:// one: give postgres://USER@HOST:PORT/DB, or a data directory",
+            ));
+        }
+        if text.contains('=') && text.contains(char::is_whitespace) {
+            return Err(refused(
+                "connection strings (key=value) are not taken: give postgres://USER@HOST:PORT/DB, or a data directory",
+            ));
         }
         Ok(Place::Redb(PathBuf::from(text)))
+    }
+
+    /// Whether `self` and `other` name the same store (the same data directory, or the
+    /// same database on the same server).
+    fn same_as(&self, other: &Place) -> bool {
+        match (self, other) {
+            (Place::Redb(a), Place::Redb(b)) => match (a.canonicalize(), b.canonicalize()) {
+                (Ok(a), Ok(b)) => a == b,
+                _ => a == b,
+            },
+            (Place::Postgres(a), Place::Postgres(b)) => a.redacted() == b.redacted(),
+            _ => false,
+        }
     }
 
     /// How this side is named in messages (a URL without its password).
@@ -120,24 +152,48 @@ impl Place {
                     )));
                 }
                 if create {
-                    crate::files::create_private_dir(dir).map_err(|e| {
-                        MigrateError::Place(format!("cannot create {}: {e}", dir.display()))
-                    })?;
+                    create_target_dir(dir)?;
                 }
                 Ok(Arc::new(RedbStore::open(&path).map_err(failed)?))
             }
-            Place::Postgres(url) => Ok(Arc::new(
+            Place::Postgres(url) if create => Ok(Arc::new(
                 crate::store::PostgresStore::connect(url.expose()).map_err(failed)?,
+            )),
+            Place::Postgres(url) => Ok(Arc::new(
+                crate::store::PostgresStore::open_existing(url.expose()).map_err(failed)?,
             )),
         }
     }
 }
 
+/// Creates the target's data directory (mode 0700) when missing: its parent must exist,
+/// so that a mistyped path does not become a tree of directories.
+fn create_target_dir(dir: &std::path::Path) -> Result<(), MigrateError> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty());
+    if parent.is_some_and(|p| !p.is_dir()) {
+        return Err(MigrateError::Place(format!(
+            "--to {}: its parent directory does not exist (only the data directory itself is created)",
+            dir.display()
+        )));
+    }
+    crate::files::create_private_dir(dir)
+        .map_err(|e| MigrateError::Place(format!("cannot create {}: {e}", dir.display())))
+}
+
 /// The `migrate` tool: opens both sides, copies, checks, and prints the JSON report (or
 /// the error on stderr, exiting 1).
 pub fn run(from: &str, to: &str) -> ExitCode {
-    let outcome = Place::parse(from).and_then(|from| {
-        let to = Place::parse(to)?;
+    let outcome = Place::parse("--from", from).and_then(|from| {
+        let to = Place::parse("--to", to)?;
+        if from.same_as(&to) {
+            return Err(MigrateError::Place(format!(
+                "--from and --to are the same store ({}): migrate into another, empty one",
+                to.describe()
+            )));
+        }
         let source = from.open(false)?;
         let target = to.open(true)?;
         let copied = migrate(source.as_ref(), target.as_ref(), &to.describe())?;
@@ -151,7 +207,8 @@ pub fn run(from: &str, to: &str) -> ExitCode {
                 "copied": copied,
                 "verified": true,
             });
-            println!("{report:#}");
+            // A closed stdout (`| head`) loses the report, not the finished migration.
+            let _ = writeln!(std::io::stdout(), "{report:#}");
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -179,6 +236,17 @@ pub fn migrate(
     if let Some(what) = contents(target).map_err(write)? {
         return Err(MigrateError::NotEmpty(target_name.to_string(), what));
     }
+    let source_snapshot = source.load().map_err(read)?;
+    if source_snapshot.migration_underway {
+        return Err(MigrateError::Place(
+            "the source holds an unfinished migration (only part of its own source): migrate from that one instead".into(),
+        ));
+    }
+    if contents(source).map_err(read)?.is_none() {
+        return Err(MigrateError::Place(
+            "the source is empty: nothing to migrate (is it the right store?)".into(),
+        ));
+    }
     // Marked first: a daemon refuses the target until the copy is complete and checked.
     let underway = |on| WriteBatch {
         migration_underway: Some(on),
@@ -187,7 +255,7 @@ pub fn migrate(
     target.commit(&underway(true)).map_err(write)?;
     let mut copied = Copied::default();
     copy_tasks(source, target, &mut copied)?;
-    let snapshot = source.load().map_err(read)?;
+    let snapshot = source_snapshot;
     let workflows = source.workflows(usize::MAX).map_err(read)?;
     copied.workflows = workflows.len() as u64;
     copied.test_envs = snapshot.test_envs.len() as u64;

@@ -200,3 +200,52 @@ fn a_store_left_by_an_unfinished_migration_is_marked_and_refused_as_a_target() {
         "{error}"
     );
 }
+
+#[test]
+fn an_empty_source_or_one_an_unfinished_migration_left_is_refused() {
+    let empty_dir = tempfile::tempdir().unwrap();
+    let empty = open(&empty_dir);
+    let target_dir = tempfile::tempdir().unwrap();
+    let to = open(&target_dir);
+    let error = migrate(empty.as_ref(), to.as_ref(), "the target").unwrap_err();
+    assert!(error.to_string().contains("the source is empty"), "{error}");
+    let (_source_dir, half) = source();
+    let begun = WriteBatch {
+        migration_underway: Some(true),
+        ..WriteBatch::default()
+    };
+    half.commit(&begun).unwrap();
+    let error = migrate(half.as_ref(), to.as_ref(), "the target").unwrap_err();
+    assert!(
+        error.to_string().contains("unfinished migration"),
+        "{error}"
+    );
+    assert!(
+        !to.load().unwrap().migration_underway,
+        "the target was not touched"
+    );
+    assert_eq!(to.last_event_seq().unwrap(), 0);
+}
+
+#[test]
+fn what_looks_like_another_url_or_a_connection_string_is_no_directory() {
+    use super::Place;
+    for text in [
+        "postgres:/u:pw-1@127.0.0.1/db",
+        "mysql://u:pw-1@h/d",
+        "u:pw-1@h",
+        "host=127.0.0.1 password=pw-1 dbname=x",
+    ] {
+        let error = Place::parse("--to", text).unwrap_err().to_string();
+        assert!(error.starts_with("--to: "), "{error}");
+        assert!(!error.contains("pw-1"), "{error}");
+    }
+    assert!(matches!(
+        Place::parse("--to", "./data-2"),
+        Ok(Place::Redb(_))
+    ));
+    assert!(matches!(
+        Place::parse("--to", "postgres://h/d"),
+        Ok(Place::Postgres(_))
+    ));
+}

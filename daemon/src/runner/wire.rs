@@ -210,26 +210,11 @@ impl SupervisorDir {
     /// Creates (when missing) and locks the lock file; `None` when another supervisor
     /// holds it. The lock lasts as long as the returned file.
     pub fn lock(&self) -> std::io::Result<Option<std::fs::File>> {
-        use std::os::fd::AsRawFd as _;
-        use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+        use std::os::unix::fs::PermissionsExt as _;
         crate::files::create_private_dir(&self.0)?;
         // An existing directory is made private too (the socket in it must be).
         std::fs::set_permissions(&self.0, std::fs::Permissions::from_mode(0o700))?;
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .open(self.lock_file())?;
-        // SAFETY: flock(2) on an open descriptor.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            let error = std::io::Error::last_os_error();
-            return match error.raw_os_error() {
-                Some(libc::EWOULDBLOCK) => Ok(None),
-                _ => Err(error),
-            };
-        }
-        Ok(Some(file))
+        crate::files::lock_exclusive(&self.lock_file())
     }
 
     /// True when a supervisor holds the lock (it lives, or is starting).

@@ -15,9 +15,25 @@ use tokio_postgres::{Client, NoTls, Row, Statement};
 use super::target::Target;
 use crate::store::StoreError;
 
-/// A client error as a backend failure (its message is redacted on the way out).
+/// How long a call waits for the server before it fails (a server that stopped
+/// answering must not hold a daemon's thread, or its commits, for ever).
+const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A client error as a backend failure, with the server's own message, code and detail
+/// when the server sent one (redacted on the way out).
 pub(super) fn pg(e: tokio_postgres::Error) -> StoreError {
-    StoreError::Backend(e.to_string())
+    match e.as_db_error() {
+        Some(db) => {
+            let detail = db.detail().map(|d| format!(" ({d})")).unwrap_or_default();
+            StoreError::Backend(format!(
+                "{} {}: {}{detail}",
+                db.severity(),
+                db.code().code(),
+                db.message()
+            ))
+        }
+        None => StoreError::Backend(e.to_string()),
+    }
 }
 
 /// The runtime the connections run on, and the server they go to.
@@ -54,10 +70,16 @@ impl Bridge {
             // The caller is waiting on `rx`; it cannot have gone.
             let _ = tx.send(work.await);
         });
-        let result = rx.recv().unwrap_or_else(|_| {
-            Err(StoreError::Backend(
-                "the store's runtime stopped before answering".into(),
-            ))
+        let result = rx.recv_timeout(CALL_TIMEOUT).unwrap_or_else(|e| {
+            Err(StoreError::Backend(match e {
+                std::sync::mpsc::RecvTimeoutError::Timeout => format!(
+                    "the server did not answer within {}s",
+                    CALL_TIMEOUT.as_secs()
+                ),
+                std::sync::mpsc::RecvTimeoutError::Disconnected => {
+                    "the store's runtime stopped before answering".into()
+                }
+            }))
         });
         result.map_err(|e| self.target.redacted(e))
     }

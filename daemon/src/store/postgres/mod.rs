@@ -39,6 +39,7 @@ use super::{Snapshot, Store, StoreError, WriteBatch};
 use bridge::{Bridge, Conn, pg};
 use codec::{decode, encode, record, signed, status_of, unsigned};
 use target::Target;
+pub use target::describe;
 
 /// The session-level advisory lock the writing daemon holds on its database.
 const OWNER_LOCK: i64 = 0x6f72_6368_6f77_6e72; // "orchownr"
@@ -62,6 +63,8 @@ pub struct PostgresStore {
     reader: Arc<Conn>,
     /// Dropped last: the runtime the connections run on.
     bridge: Bridge,
+    /// A lock of the caller's to hold as long as the store lives (the data directory's).
+    held: Option<std::fs::File>,
 }
 
 impl PostgresStore {
@@ -71,12 +74,32 @@ impl PostgresStore {
     /// whose schema is newer than this binary knows with [`StoreError::Unusable`] (left as
     /// it is). Errors name the server's host and database, never the URL.
     pub fn connect(url: &str) -> Result<PostgresStore, StoreError> {
+        PostgresStore::open(url, false)
+    }
+
+    /// Like [`connect`](Self::connect), but a database that holds no store (no schema
+    /// yet) is refused with [`StoreError::Unusable`] and left as it is: for a migration's
+    /// source, which must not be created by being read.
+    pub fn open_existing(url: &str) -> Result<PostgresStore, StoreError> {
+        PostgresStore::open(url, true)
+    }
+
+    fn open(url: &str, existing: bool) -> Result<PostgresStore, StoreError> {
         let bridge = Bridge::new(Target::parse(url)?)?;
         let writer = bridge.connect()?;
         let label = bridge.target.label.clone();
         let conn = writer.clone();
         let upgraded = bridge.run(async move {
             conn.batch("SET synchronous_commit TO on").await?;
+            if existing {
+                let row = conn
+                    .query_opt("SELECT to_regclass('schema_version') IS NOT NULL", &[])
+                    .await?;
+                let found: bool = row.map(|r| r.try_get(0)).transpose().map_err(pg)?.unwrap_or(false);
+                if !found {
+                    return Ok(Err("it holds no orchestrator store (no schema_version table): nothing to migrate from".to_string()));
+                }
+            }
             let deadline = tokio::time::Instant::now() + OWNER_WAIT;
             loop {
                 let row = conn
@@ -116,7 +139,14 @@ impl PostgresStore {
             write_lock: Mutex::new(()),
             reader,
             bridge,
+            held: None,
         })
+    }
+
+    /// The store, holding `lock` (a file lock) until it is dropped.
+    pub fn holding(mut self, lock: std::fs::File) -> PostgresStore {
+        self.held = Some(lock);
+        self
     }
 
     /// Runs `work` with the reader connection.

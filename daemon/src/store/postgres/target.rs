@@ -28,13 +28,20 @@ impl Target {
         let mut secrets = vec![url.to_string()];
         secrets.extend(password_in(url));
         match tokio_postgres::Config::from_str(url) {
-            Ok(config) => {
+            Ok(mut config) => {
+                with_timeouts(&mut config);
                 if let Some(password) = config.get_password() {
                     secrets.push(String::from_utf8_lossy(password).into_owned());
                 }
                 secrets.retain(|s| !s.is_empty());
+                let label = label_of(&config);
+                // An `@` left in a host is part of a password that was not percent-encoded.
+                let label = match label.contains('@') {
+                    true => "(a URL whose password holds an unencoded @)".to_string(),
+                    false => label,
+                };
                 Ok(Target {
-                    label: label_of(&config),
+                    label,
                     config,
                     secrets,
                 })
@@ -67,6 +74,28 @@ impl Target {
             StoreError::AlreadyOpen { path } => StoreError::AlreadyOpen { path: clean(path) },
         }
     }
+}
+
+/// How the server is named when a URL is shown: `postgres://host:port/database`, never its
+/// user part, password or parameters (or a fixed phrase when it does not parse).
+pub fn describe(url: &str) -> String {
+    match tokio_postgres::Config::from_str(url) {
+        Ok(config) if !label_of(&config).contains('@') => {
+            format!("postgres://{}", label_of(&config))
+        }
+        _ => "a PostgreSQL URL that does not parse".to_string(),
+    }
+}
+
+/// Bounds what a dead or unreachable server can cost, unless the URL sets its own: the
+/// connect, and TCP keepalives that notice a server (or a network) gone silent.
+fn with_timeouts(config: &mut tokio_postgres::Config) {
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(std::time::Duration::from_secs(10));
+    }
+    config.keepalives(true);
+    config.keepalives_idle(std::time::Duration::from_secs(30));
+    config.tcp_user_timeout(std::time::Duration::from_secs(60));
 }
 
 /// `host:port/database` (hosts and ports joined by commas when several are given).

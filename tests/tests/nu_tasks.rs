@@ -261,3 +261,45 @@ fn two_things_to_run_or_a_missing_script_are_refused_at_submit() {
     let task = nu.json("{command: [true]} | orch submit --nu 'exit 1' --wait");
     assert_eq!(task["status"], "succeeded", "{task}");
 }
+
+#[test]
+fn commands_by_id_take_several_ids_or_the_pipeline() {
+    let daemon = Daemon::start(&["--parallel", "1"]);
+    let nu = daemon.nu();
+    nu.run("orch submit --label gate [sleep 1000] | ignore");
+    nu.run("1..4 | each { orch submit --label q true } | ignore");
+    // One id: a record, as before; several: a list, each task once.
+    assert_eq!(nu.json("orch task 2 | get id"), 2);
+    let rows = nu.json("orch cancel 2 3 3 | get id");
+    assert_eq!(rows, serde_json::json!([2, 3]));
+    // From the pipeline: rows of `orch tasks`.
+    let cancelled =
+        nu.json("orch tasks --label q --status queued | orch cancel | get status | uniq");
+    assert_eq!(cancelled, serde_json::json!(["cancelled"]));
+    let retried = nu.json("orch tasks --label q | orch retry | get id | sort");
+    assert_eq!(retried, serde_json::json!([2, 3, 4, 5]));
+    nu.run("orch cancel 1 | ignore");
+    let waited = nu.json("orch wait 2 2 3 | get id");
+    assert_eq!(
+        waited,
+        serde_json::json!([2, 3]),
+        "orch wait gives each task once"
+    );
+    // The first failure stops the run, naming what was done before it.
+    let late = nu.json("orch submit [sleep 1000] | get id");
+    let err = nu.try_run(&format!("orch cancel {late} 999")).unwrap_err();
+    assert!(err.contains("999"), "{err}");
+    assert!(
+        err.contains(&format!("the tasks before it ({late}) were done")),
+        "{err}"
+    );
+    assert_eq!(
+        nu.json(&format!("orch task {late} | get status")),
+        "cancelled"
+    );
+    let err = nu.try_run("orch cancel").unwrap_err();
+    assert!(err.contains("no task id"), "{err}");
+    // Inside `each`, the argument wins over the item piped in.
+    let one = nu.json("[5] | each {|id| orch task $id | get id }");
+    assert_eq!(one, serde_json::json!([5]));
+}

@@ -52,8 +52,20 @@ impl SimplePluginCommand for ById {
 
     fn signature(&self) -> Signature {
         Signature::build(self.name)
-            .input_output_type(Type::Nothing, Type::record())
-            .required("id", SyntaxShape::Int, format!("The {}'s id.", self.names))
+            .input_output_types(vec![
+                (Type::Nothing, Type::Any),
+                (Type::list(Type::Any), Type::list(Type::record())),
+                (Type::record(), Type::list(Type::record())),
+                (Type::Int, Type::list(Type::record())),
+            ])
+            .rest(
+                "ids",
+                SyntaxShape::Int,
+                format!(
+                    "The {}'s id; several give a list. Without one, the ids come from the pipeline (ids, or records with an `id` column).",
+                    self.names
+                ),
+            )
             .category(Category::Custom("orchestrator".into()))
     }
 
@@ -66,15 +78,59 @@ impl SimplePluginCommand for ById {
         plugin: &OrchestratorPlugin,
         engine: &EngineInterface,
         call: &EvaluatedCall,
-        _input: &Value,
+        input: &Value,
     ) -> Result<Value, LabeledError> {
-        let id_arg: Spanned<i64> = call.req(0)?;
-        let id = args::task_id(id_arg)?;
-        let answer = plugin
-            .call(engine, &(self.request)(id))
-            .map_err(|e| labeled(e, call.head, &[("id", id_arg.span)]))?;
-        (self.answer)(plugin, engine, answer, call.head)
+        let named: Vec<Spanned<i64>> = call.rest(0)?;
+        let mut ids = Vec::new();
+        for arg in &named {
+            ids.push((args::task_id(*arg)?, arg.span));
+        }
+        // The arguments win over the pipeline (inside `each`, the item is piped in too).
+        if ids.is_empty() {
+            let mut piped = Vec::new();
+            args::ids_from_value(input, &mut piped)?;
+            ids.extend(piped.into_iter().map(|id| (id, input.span())));
+        }
+        if ids.is_empty() {
+            return Err(
+                LabeledError::new(format!("no {} id", self.names)).with_label(
+                    format!(
+                        "give one or more ids, or pipe in {}s (records with an `id` column)",
+                        self.names
+                    ),
+                    call.head,
+                ),
+            );
+        }
+        let mut seen = std::collections::HashSet::new();
+        ids.retain(|(id, _)| seen.insert(*id));
+        let mut answers = Vec::with_capacity(ids.len());
+        for (id, span) in &ids {
+            let answer = plugin
+                .call(engine, &(self.request)(*id))
+                .map_err(|e| labeled(e, call.head, &[("id", *span)]))
+                .and_then(|answer| (self.answer)(plugin, engine, answer, call.head))
+                .map_err(|e| done_before(e, self.names, &ids[..answers.len()]))?;
+            answers.push(answer);
+        }
+        if named.len() == 1 {
+            return Ok(answers.remove(0));
+        }
+        Ok(Value::list(answers, call.head))
     }
+}
+
+/// `error`, saying which ids were already done when it came (a command on several ids
+/// stops at the first that fails).
+fn done_before(error: LabeledError, names: &str, done: &[(u64, Span)]) -> LabeledError {
+    if done.is_empty() {
+        return error;
+    }
+    let ids: Vec<String> = done.iter().map(|(id, _)| id.to_string()).collect();
+    error.with_help(format!(
+        "stopped there: the {names}s before it ({}) were done",
+        ids.join(", ")
+    ))
 }
 
 /// A task answer as its `orch tasks` row.

@@ -11,7 +11,17 @@ pub const CANCEL: ById = ById {
     extra_description: "",
     names: "task",
     request: |id| Request::Cancel { id },
-    examples: &[("orch cancel 42", "Cancel task 42")],
+    examples: &[
+        ("orch cancel 42", "Cancel task 42"),
+        (
+            "orch cancel 4 5 6",
+            "Cancel three tasks (a list of their rows)",
+        ),
+        (
+            "orch tasks --label db --status queued | orch cancel",
+            "Cancel every queued task labelled db",
+        ),
+    ],
     answer: task_as_row,
 };
 

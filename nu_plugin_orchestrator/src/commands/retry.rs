@@ -11,10 +11,16 @@ pub const RETRY: ById = ById {
     extra_description: "",
     names: "task",
     request: |id| Request::Retry { id },
-    examples: &[(
-        "orch retry 42",
-        "Run task 42 again with a fresh retry budget",
-    )],
+    examples: &[
+        (
+            "orch retry 42",
+            "Run task 42 again with a fresh retry budget",
+        ),
+        (
+            "orch tasks --status failed | orch retry",
+            "Run every failed task again",
+        ),
+    ],
     answer: task_as_row,
 };
 

@@ -79,6 +79,9 @@ impl PluginCommand for Wait {
             ids.push(args::task_id(arg)?);
         }
         args::ids_from_value(&input.into_value(call.head)?, &mut ids)?;
+        // Each task once, in the order first given (one row per task in the answer).
+        let mut seen = std::collections::HashSet::new();
+        ids.retain(|id| seen.insert(*id));
         if ids.is_empty() {
             return Err(LabeledError::new("no tasks to wait for")
                 .with_label("give task ids, or pipe in tasks", call.head));

@@ -22,6 +22,29 @@ fn on(db: &TestDatabase, extra: &[&str]) -> Vec<String> {
     args
 }
 
+/// Runs the daemon binary to its end (a refused start, or a tool) in `cwd` with `args`,
+/// without the database URL variable of the test's environment.
+fn orchestrator(cwd: &std::path::Path, args: &[String]) -> std::process::Output {
+    std::process::Command::new(orch_e2e::binary("provisioning-orchestrator"))
+        .current_dir(cwd)
+        .args(args)
+        .env_remove("PROVISIONING_ORCHESTRATOR_DATABASE_URL")
+        .output()
+        .unwrap()
+}
+
+/// `--data-dir` and `--socket` in `dir`, then `args`.
+fn in_dir(dir: &std::path::Path, args: &[String]) -> Vec<String> {
+    let mut all = vec![
+        "--data-dir".to_string(),
+        dir.join("data").display().to_string(),
+        "--socket".to_string(),
+        dir.join("s.sock").display().to_string(),
+    ];
+    all.extend_from_slice(args);
+    all
+}
+
 fn start(args: &[String]) -> Daemon {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     Daemon::start(&args)
@@ -178,7 +201,6 @@ fn the_password_in_the_url_shows_nowhere() {
 
 #[test]
 fn bad_database_settings_are_refused_before_anything_starts() {
-    let daemon = Daemon::start(&[]);
     let cases: [(&[&str], &str); 4] = [
         (
             &["--storage-type", "postgres"],
@@ -209,15 +231,8 @@ fn bad_database_settings_are_refused_before_anything_starts() {
     ];
     for (args, expected) in cases {
         let dir = tempfile::tempdir().unwrap();
-        let out = std::process::Command::new(orch_e2e::binary("provisioning-orchestrator"))
-            .arg("--data-dir")
-            .arg(dir.path().join("data"))
-            .arg("--socket")
-            .arg(dir.path().join("s.sock"))
-            .args(args)
-            .env_remove("PROVISIONING_ORCHESTRATOR_DATABASE_URL")
-            .output()
-            .unwrap();
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let out = orchestrator(dir.path(), &in_dir(dir.path(), &args));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?} started");
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
@@ -227,7 +242,6 @@ fn bad_database_settings_are_refused_before_anything_starts() {
             "{args:?} created the data dir"
         );
     }
-    drop(daemon);
 }
 
 #[test]
@@ -235,14 +249,7 @@ fn a_second_daemon_on_the_same_database_is_refused() {
     let db = TestDatabase::create();
     let first = start(&on(&db, &[]));
     let other = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(orch_e2e::binary("provisioning-orchestrator"))
-        .arg("--data-dir")
-        .arg(other.path().join("data"))
-        .arg("--socket")
-        .arg(other.path().join("s.sock"))
-        .args(on(&db, &[]))
-        .output()
-        .unwrap();
+    let out = orchestrator(other.path(), &in_dir(other.path(), &on(&db, &[])));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "a second daemon started: {stderr}");
     assert!(stderr.contains("another daemon"), "{stderr}");
@@ -255,10 +262,8 @@ fn a_second_daemon_on_the_same_database_is_refused() {
 
 /// Runs the `migrate` tool; its JSON report, or its stderr as the error.
 fn migrate(from: &str, to: &str) -> Result<serde_json::Value, String> {
-    let out = std::process::Command::new(orch_e2e::binary("provisioning-orchestrator"))
-        .args(["migrate", "--from", from, "--to", to])
-        .output()
-        .unwrap();
+    let args = ["migrate", "--from", from, "--to", to].map(String::from);
+    let out = orchestrator(std::path::Path::new("/"), &args);
     if out.status.success() {
         Ok(serde_json::from_slice(&out.stdout).unwrap())
     } else {
@@ -362,14 +367,8 @@ fn a_second_daemon_on_the_same_data_directory_is_refused() {
     let first_db = TestDatabase::create();
     let second_db = TestDatabase::create();
     let first = start(&on(&first_db, &[]));
-    let out = std::process::Command::new(orch_e2e::binary("provisioning-orchestrator"))
-        .arg("--data-dir")
-        .arg(first.data_dir())
-        .arg("--socket")
-        .arg(first.dir().join("b.sock"))
-        .args(on(&second_db, &[]))
-        .output()
-        .unwrap();
+    // The same data directory (the harness's socket is orch.sock, this one s.sock).
+    let out = orchestrator(first.dir(), &in_dir(first.dir(), &on(&second_db, &[])));
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -397,11 +396,8 @@ fn migrate_refuses_a_mistyped_target_and_the_same_store_creating_nothing() {
         (data.as_str(), "are the same store"),
         ("missing-parent/data", "its parent directory does not exist"),
     ] {
-        let out = std::process::Command::new(orch_e2e::binary("provisioning-orchestrator"))
-            .current_dir(cwd.path())
-            .args(["migrate", "--from", &data, "--to", to])
-            .output()
-            .unwrap();
+        let args = ["migrate", "--from", &data, "--to", to].map(String::from);
+        let out = orchestrator(cwd.path(), &args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{to}");
         assert!(stderr.contains(expected), "{to}: {stderr}");

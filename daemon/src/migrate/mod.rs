@@ -12,35 +12,27 @@
 //! id index, workflows, environments, events, the audit entries byte for byte and their
 //! chain's links, the counts), and the tool says so in a JSON report; a difference is an
 //! error. The target is marked as a migration's until then, and a daemon refuses a store
-//! so marked (a copy that failed midway holds only part of its source). Both stores must be closed: a daemon holds its redb file, and a PostgreSQL
-//! database its daemon's lock, so a store in use is refused.
+//! so marked (a copy that failed midway holds only part of its source). Both stores must
+//! be closed: a daemon holds its redb file, and a PostgreSQL database its daemon's lock,
+//! so a store in use is refused. The sides are told apart and opened in `place`.
 
 use std::io::Write as _;
 use std::ops::ControlFlow;
-use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use orch_protocol::{Task, TaskFilter};
 
-use crate::config::DatabaseUrl;
-use crate::store::{RedbStore, Store, StoreError, TaskWrite, WriteBatch};
+use crate::store::{Store, StoreError, TaskWrite, WriteBatch};
 
 pub(crate) mod check;
+mod place;
 #[cfg(test)]
 pub(crate) mod tests;
 
+pub use place::Place;
+
 /// Records per transaction of the copy.
 const BATCH: usize = 2_000;
-
-/// One side of a migration.
-#[derive(Debug, Clone)]
-pub enum Place {
-    /// A data directory, whose store is its redb file.
-    Redb(PathBuf),
-    /// A PostgreSQL database.
-    Postgres(DatabaseUrl),
-}
 
 /// Why a migration did not happen, or its copy is not the source.
 #[derive(Debug, thiserror::Error)]
@@ -83,104 +75,6 @@ pub struct Copied {
     pub audit_segments: u64,
     /// The highest id taken.
     pub last_id: u64,
-}
-
-impl Place {
-    /// A `postgres://` or `postgresql://` URL, else a data directory. What looks like
-    /// another URL or a connection string is refused (it would otherwise become a
-    /// directory named after it, password included); the error never repeats the text.
-    pub fn parse(side: &str, text: &str) -> Result<Place, MigrateError> {
-        let refused = |problem: &str| MigrateError::Place(format!("{side}: {problem}"));
-        if text.starts_with("postgres://") || text.starts_with("postgresql://") {
-            return DatabaseUrl::parse(text)
-                .map(Place::Postgres)
-                .map_err(|e| refused(&e));
-        }
-        let scheme = text.split_once(':').map(|(s, _)| s).filter(|s| {
-            s.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-                && s.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c))
-        });
-        if scheme.is_some() || text.contains('@') {
-            return Err(refused(
-                "this looks like a URL but not a postgres:// one: give postgres://USER@HOST:PORT/DB, or a data directory",
-            ));
-        }
-        if text.contains('=') && text.contains(char::is_whitespace) {
-            return Err(refused(
-                "connection strings (key=value) are not taken: give postgres://USER@HOST:PORT/DB, or a data directory",
-            ));
-        }
-        Ok(Place::Redb(PathBuf::from(text)))
-    }
-
-    /// Whether `self` and `other` name the same store (the same data directory, or the
-    /// same database on the same server).
-    fn same_as(&self, other: &Place) -> bool {
-        match (self, other) {
-            (Place::Redb(a), Place::Redb(b)) => match (a.canonicalize(), b.canonicalize()) {
-                (Ok(a), Ok(b)) => a == b,
-                _ => a == b,
-            },
-            (Place::Postgres(a), Place::Postgres(b)) => a.redacted() == b.redacted(),
-            _ => false,
-        }
-    }
-
-    /// How this side is named in messages (a URL without its password).
-    pub fn describe(&self) -> String {
-        match self {
-            Place::Redb(dir) => dir.join(crate::STORE_FILE).display().to_string(),
-            Place::Postgres(url) => url.redacted(),
-        }
-    }
-
-    /// Opens the store: an existing one for the source, created if missing for the target.
-    fn open(&self, create: bool) -> Result<Arc<dyn Store>, MigrateError> {
-        let failed = |error| MigrateError::Store {
-            side: self.describe(),
-            error,
-        };
-        match self {
-            Place::Redb(dir) => {
-                let path = dir.join(crate::STORE_FILE);
-                if !create && !path.is_file() {
-                    return Err(MigrateError::Place(format!(
-                        "{}: no store there (a data directory holds {})",
-                        path.display(),
-                        crate::STORE_FILE
-                    )));
-                }
-                if create {
-                    create_target_dir(dir)?;
-                }
-                Ok(Arc::new(RedbStore::open(&path).map_err(failed)?))
-            }
-            Place::Postgres(url) if create => Ok(Arc::new(
-                crate::store::PostgresStore::connect(url.expose()).map_err(failed)?,
-            )),
-            Place::Postgres(url) => Ok(Arc::new(
-                crate::store::PostgresStore::open_existing(url.expose()).map_err(failed)?,
-            )),
-        }
-    }
-}
-
-/// Creates the target's data directory (mode 0700) when missing: its parent must exist,
-/// so that a mistyped path does not become a tree of directories.
-fn create_target_dir(dir: &std::path::Path) -> Result<(), MigrateError> {
-    if dir.is_dir() {
-        return Ok(());
-    }
-    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty());
-    if parent.is_some_and(|p| !p.is_dir()) {
-        return Err(MigrateError::Place(format!(
-            "--to {}: its parent directory does not exist (only the data directory itself is created)",
-            dir.display()
-        )));
-    }
-    crate::files::create_private_dir(dir)
-        .map_err(|e| MigrateError::Place(format!("cannot create {}: {e}", dir.display())))
 }
 
 /// The `migrate` tool: opens both sides, copies, checks, and prints the JSON report (or
@@ -254,7 +148,7 @@ pub fn migrate(
     };
     target.commit(&underway(true)).map_err(write)?;
     let mut copied = Copied::default();
-    copy_tasks(source, target, &mut copied)?;
+    copy_tasks(source, target, target_name, &mut copied)?;
     let snapshot = source_snapshot;
     let workflows = source.workflows(usize::MAX).map_err(read)?;
     copied.workflows = workflows.len() as u64;
@@ -292,6 +186,7 @@ pub fn migrate(
 fn copy_tasks(
     source: &dyn Store,
     target: &dyn Store,
+    target_name: &str,
     copied: &mut Copied,
 ) -> Result<(), MigrateError> {
     let mut pages = TaskPages::new();
@@ -308,7 +203,7 @@ fn copy_tasks(
             ..WriteBatch::default()
         };
         target.commit(&batch).map_err(|error| MigrateError::Store {
-            side: "the target".into(),
+            side: target_name.to_string(),
             error,
         })?;
     }

@@ -20,9 +20,9 @@ use std::io::Write as _;
 use std::ops::ControlFlow;
 use std::process::ExitCode;
 
-use orch_protocol::{Task, TaskFilter};
+use orch_protocol::{Event, Task, TaskFilter};
 
-use crate::store::{Store, StoreError, TaskWrite, WriteBatch};
+use crate::store::{Snapshot, Store, StoreError, TaskWrite, WriteBatch};
 
 pub(crate) mod check;
 mod place;
@@ -56,6 +56,16 @@ pub enum MigrateError {
     /// A side's name is neither a URL nor a directory.
     #[error("{0}")]
     Place(String),
+}
+
+impl MigrateError {
+    /// A store failure on `side` (for `map_err`).
+    pub(crate) fn on(side: &str) -> impl Fn(StoreError) -> MigrateError + '_ {
+        move |error| MigrateError::Store {
+            side: side.to_string(),
+            error,
+        }
+    }
 }
 
 /// What was copied, as the tool reports it.
@@ -119,24 +129,19 @@ pub fn migrate(
     target: &dyn Store,
     target_name: &str,
 ) -> Result<Copied, MigrateError> {
-    let read = |error| MigrateError::Store {
-        side: "the source".into(),
-        error,
-    };
-    let write = |error| MigrateError::Store {
-        side: target_name.to_string(),
-        error,
-    };
-    if let Some(what) = contents(target).map_err(write)? {
+    let read = MigrateError::on("the source");
+    let write = MigrateError::on(target_name);
+    let target_snapshot = target.load().map_err(&write)?;
+    if let Some(what) = contents(target, &target_snapshot).map_err(&write)? {
         return Err(MigrateError::NotEmpty(target_name.to_string(), what));
     }
-    let source_snapshot = source.load().map_err(read)?;
-    if source_snapshot.migration_underway {
+    let snapshot = source.load().map_err(&read)?;
+    if snapshot.migration_underway {
         return Err(MigrateError::Place(
             "the source holds an unfinished migration (only part of its own source): migrate from that one instead".into(),
         ));
     }
-    if contents(source).map_err(read)?.is_none() {
+    if contents(source, &snapshot).map_err(&read)?.is_none() {
         return Err(MigrateError::Place(
             "the source is empty: nothing to migrate (is it the right store?)".into(),
         ));
@@ -146,11 +151,10 @@ pub fn migrate(
         migration_underway: Some(on),
         ..WriteBatch::default()
     };
-    target.commit(&underway(true)).map_err(write)?;
+    target.commit(&underway(true)).map_err(&write)?;
     let mut copied = Copied::default();
     copy_tasks(source, target, target_name, &mut copied)?;
-    let snapshot = source_snapshot;
-    let workflows = source.workflows(usize::MAX).map_err(read)?;
+    let workflows = source.workflows(usize::MAX).map_err(&read)?;
     copied.workflows = workflows.len() as u64;
     copied.test_envs = snapshot.test_envs.len() as u64;
     copied.last_id = snapshot.last_task_id;
@@ -159,26 +163,26 @@ pub fn migrate(
             workflows: chunk.to_vec(),
             ..WriteBatch::default()
         };
-        target.commit(&batch).map_err(write)?;
+        target.commit(&batch).map_err(&write)?;
     }
     let batch = WriteBatch {
         test_envs: snapshot.test_envs,
         ids_used_through: Some(snapshot.last_task_id),
-        events_removed_through: Some(source.events_removed_through().map_err(read)?)
+        events_removed_through: Some(source.events_removed_through().map_err(&read)?)
             .filter(|&through| through > 0),
         ..WriteBatch::default()
     };
-    target.commit(&batch).map_err(write)?;
+    target.commit(&batch).map_err(&write)?;
     copied.events = copy_events(source, target, target_name)?;
-    let (entries, head) = audit_of(source).map_err(read)?;
-    let segments = source.audit_segments().map_err(read)?;
+    let (entries, head) = audit_of(source).map_err(&read)?;
+    let segments = source.audit_segments().map_err(&read)?;
     copied.audit_entries = entries.len() as u64;
     copied.audit_segments = segments.len() as u64;
     target
         .import_audit(&entries, &segments, &head)
-        .map_err(write)?;
+        .map_err(&write)?;
     check::same(source, target)?;
-    target.commit(&underway(false)).map_err(write)?;
+    target.commit(&underway(false)).map_err(&write)?;
     Ok(copied)
 }
 
@@ -202,10 +206,9 @@ fn copy_tasks(
                 .collect(),
             ..WriteBatch::default()
         };
-        target.commit(&batch).map_err(|error| MigrateError::Store {
-            side: target_name.to_string(),
-            error,
-        })?;
+        target
+            .commit(&batch)
+            .map_err(MigrateError::on(target_name))?;
     }
     Ok(())
 }
@@ -233,10 +236,7 @@ impl TaskPages {
             before: self.before,
             ..TaskFilter::default()
         };
-        let page = store.list(&filter).map_err(|error| MigrateError::Store {
-            side: side.to_string(),
-            error,
-        })?;
+        let page = store.list(&filter).map_err(MigrateError::on(side))?;
         Ok(page.last().map(|last| last.id).map(|last| {
             self.before = Some(last);
             page
@@ -250,28 +250,42 @@ fn copy_events(
     target: &dyn Store,
     target_name: &str,
 ) -> Result<u64, MigrateError> {
-    let mut after = 0;
+    let mut pages = EventPages::default();
     let mut count = 0;
-    loop {
-        let events = source
-            .events_after(after, BATCH)
-            .map_err(|error| MigrateError::Store {
-                side: "the source".into(),
-                error,
-            })?;
-        let Some(last) = events.last() else {
-            return Ok(count);
-        };
-        after = last.seq;
+    while let Some(events) = pages.next(source, "the source")? {
         count += events.len() as u64;
         let batch = WriteBatch {
             events,
             ..WriteBatch::default()
         };
-        target.commit(&batch).map_err(|error| MigrateError::Store {
-            side: target_name.to_string(),
-            error,
-        })?;
+        target
+            .commit(&batch)
+            .map_err(MigrateError::on(target_name))?;
+    }
+    Ok(count)
+}
+
+/// Every logged event of a store, [`BATCH`] at a time, oldest first.
+#[derive(Default)]
+pub(crate) struct EventPages {
+    after: u64,
+}
+
+impl EventPages {
+    /// The next page from the same position of `store` (named `side` in errors); `None`
+    /// after the newest event.
+    pub(crate) fn next(
+        &mut self,
+        store: &dyn Store,
+        side: &str,
+    ) -> Result<Option<Vec<Event>>, MigrateError> {
+        let page = store
+            .events_after(self.after, BATCH)
+            .map_err(MigrateError::on(side))?;
+        Ok(page.last().map(|last| last.seq).map(|last| {
+            self.after = last;
+            page
+        }))
     }
 }
 
@@ -290,15 +304,15 @@ pub(crate) fn audit_of(
     Ok((entries, head))
 }
 
-/// What `store` holds, described, or `None` when it is empty.
-fn contents(store: &dyn Store) -> Result<Option<String>, StoreError> {
+/// What `store` (whose snapshot is `snapshot`) holds, described, or `None` when it is
+/// empty.
+fn contents(store: &dyn Store, snapshot: &Snapshot) -> Result<Option<String>, StoreError> {
     let tasks: u64 = store.count_by_status()?.iter().map(|(_, n)| n).sum();
     let workflows: u64 = store
         .count_workflows_by_status()?
         .iter()
         .map(|(_, n)| n)
         .sum();
-    let snapshot = store.load()?;
     let audit = store.walk_audit(&mut |_, _| ControlFlow::Break(()))?;
     let held = [
         (tasks, "tasks"),

@@ -70,10 +70,8 @@ impl Place {
 
     /// Opens the store: an existing one for the source, created if missing for the target.
     pub(super) fn open(&self, create: bool) -> Result<Arc<dyn Store>, MigrateError> {
-        let failed = |error| MigrateError::Store {
-            side: self.describe(),
-            error,
-        };
+        let side = self.describe();
+        let failed = MigrateError::on(&side);
         match self {
             Place::Redb(dir) => {
                 let path = dir.join(crate::STORE_FILE);

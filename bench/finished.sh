@@ -33,10 +33,7 @@ BIN="$ROOT/target/release"
 PLUGIN_CONFIG="$WORK/plugins.msgpackz"
 nu -n -c "plugin add --plugin-config '$PLUGIN_CONFIG' '$BIN/nu_plugin_orchestrator'"
 
-orch_nu() { # runs nu code with the plugin, against this run's daemon
-  PROVISIONING_ORCHESTRATOR_SOCKET="$DIR/orch.sock" nu -n --plugin-config "$PLUGIN_CONFIG" \
-    -c "plugin use --plugin-config '$PLUGIN_CONFIG' orchestrator; $1"
-}
+source "$ROOT/bench/lib.sh"
 start_daemon() {
   "$BIN/provisioning-orchestrator" --data-dir "$DIR/data" --socket "$DIR/orch.sock" \
     --port "$PORT" --parallel 8 --log warn >/dev/null 2>>"$DIR/orch.stderr" &
@@ -46,18 +43,6 @@ stop_daemon() {
   kill "$ORCH_PID" 2>/dev/null || true
   wait "$ORCH_PID" 2>/dev/null || true
   ORCH_PID=
-}
-wait_health() { # waits until GET /health answers
-  until curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$PORT/health"; do sleep 0.005; done
-}
-kib() { awk -v k="$2" '$1 == k":" {print $2}' "/proc/$1/status"; }
-mib() { awk -v k="$1" 'BEGIN {printf "%.0f", k / 1024}'; }
-now_ms() { date +%s%3N; }
-median_ms() { # median of 20 curl total times of GET $1 (with the viewer token)
-  for _ in $(seq 20); do
-    curl -sf -o /dev/null -w '%{time_total}\n' -H "Authorization: Bearer $TOKEN" \
-      "http://127.0.0.1:$PORT$1"
-  done | sort -n | awk '{a[NR] = $1} END {printf "%.1f", a[int((NR + 1) / 2)] * 1000}'
 }
 
 echo "| finished tasks | start → answer | RSS after start (peak) | /tasks?limit=10 | ?status=succeeded | ?label=bench | /health | /metrics | 10,000 run (tasks/s) | RSS after them | kill -9 → answer | RSS after restart | store |"

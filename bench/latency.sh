@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Latency from nu, side by side with the raw cost it cannot avoid:
-#   - a 3-step sequential workflow of `true` steps (`orch workflow submit batch --wait`),
+#   - a 3-step sequential workflow of `true` steps (`orch workflow submit batch bench/three-steps.json --wait`),
 #   - one task submit → done (`orch submit --wait true`),
 #   - the raw cost of each: as many spawns of `true` and as many fsyncs as the daemon made
 #     durable commits for it (counted from /metrics), by bench/raw-cost.c.
@@ -39,13 +39,6 @@ commits() {
   curl -sf -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$PORT/metrics" |
     awk '/^orchestrator_store_commit_seconds_count/ { print $2 }'
 }
-cat >"$WORK/three.json" <<'JSON'
-{"name": "latency", "operations": [
-  {"id": "a", "type": "command", "command": ["true"]},
-  {"id": "b", "type": "command", "command": ["true"], "dependencies": ["a"]},
-  {"id": "c", "type": "command", "command": ["true"], "dependencies": ["b"]}
-]}
-JSON
 
 # Prints "median_ms p90_ms commits_per_run" for K runs of the nu expression $1.
 measure() {
@@ -65,7 +58,7 @@ print \$'(\$median / 1e6 | math round --precision 3) (\$p90 / 1e6 | math round -
   echo "$times $(((after - before) / K))"
 }
 
-read -r wf_median wf_p90 wf_commits < <(measure "orch workflow submit batch '$WORK/three.json' --wait")
+read -r wf_median wf_p90 wf_commits < <(measure "orch workflow submit batch '$ROOT/bench/three-steps.json' --wait")
 read -r task_median task_p90 task_commits < <(measure "orch submit --wait true")
 read -r raw_wf_median raw_wf_p90 < <("$WORK/raw-cost" 3 "$wf_commits" "$K" "$WORK/data")
 read -r raw_task_median raw_task_p90 < <("$WORK/raw-cost" 1 "$task_commits" "$K" "$WORK/data")

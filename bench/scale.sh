@@ -41,28 +41,13 @@ PLUGIN_BIN="$ROOT/target/${PLUGIN_PROFILE:-$PROFILE}"
 PLUGIN_CONFIG="$WORK/plugins.msgpackz"
 nu -n -c "plugin add --plugin-config '$PLUGIN_CONFIG' '$PLUGIN_BIN/nu_plugin_orchestrator'"
 
-orch_nu() { # runs nu code with the plugin, against this run's daemon
-  PROVISIONING_ORCHESTRATOR_SOCKET="$DIR/orch.sock" nu -n --plugin-config "$PLUGIN_CONFIG" \
-    -c "plugin use --plugin-config '$PLUGIN_CONFIG' orchestrator; $1"
-}
+source "$ROOT/bench/lib.sh"
 start_daemon() {
   "$BIN/provisioning-orchestrator" --data-dir "$DIR/data" --socket "$DIR/orch.sock" \
     --port "$PORT" --parallel 1 --log warn >/dev/null 2>>"$DIR/orch.stderr" &
   ORCH_PID=$!
 }
-wait_health() { # waits until GET /health answers
-  until curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$PORT/health"; do sleep 0.005; done
-}
-kib() { awk -v k="$2" '$1 == k":" {print $2}' "/proc/$1/status"; }
-mib() { awk -v k="$1" 'BEGIN {printf "%.0f", k / 1024}'; }
-now_ms() { date +%s%3N; }
 cpu_ms() { awk '{print ($14 + $15) * 10}' "/proc/$1/stat"; }
-median_ms() { # median of 20 curl total times of GET $1 (with the viewer token)
-  for _ in $(seq 20); do
-    curl -s -o /dev/null -w '%{time_total}\n' -H "Authorization: Bearer $TOKEN" \
-      "http://127.0.0.1:$PORT$1"
-  done | sort -n | awk '{a[NR] = $1} END {printf "%.1f", a[int((NR + 1) / 2)] * 1000}'
-}
 
 echo "| tasks queued | enqueue (tasks/s) | RSS after enqueue (peak) | restart (kill -9 → answer; its CPU) | RSS after restart (peak) | GET /tasks?limit=10 | GET /health | store |"
 echo "|---|---|---|---|---|---|---|---|"

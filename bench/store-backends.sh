@@ -7,7 +7,7 @@
 #   - run to completion: the gates cancelled, the time until all N tasks are final;
 #   - latency from nu: median and 90th percentile of K runs, after 20 warm-up runs, in
 #     one `nu`, of `orch submit --wait true` and of the 3-step sequential workflow of
-#     bench/latency.sh (`orch workflow submit batch three.json --wait`).
+#     bench/latency.sh (`orch workflow submit batch bench/three-steps.json --wait`).
 #
 #   bench/store-backends.sh [N] [K]      (default N=10000, K=200)
 #
@@ -33,13 +33,6 @@ LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
 BIN="$ROOT/target/release"
 REG="$WORK/plugins.msgpackz"
 nu -n -c "plugin add --plugin-config '$REG' '$BIN/nu_plugin_orchestrator'"
-cat >"$WORK/three.json" <<'JSON'
-{"name": "latency", "operations": [
-  {"id": "a", "type": "command", "command": ["true"]},
-  {"id": "b", "type": "command", "command": ["true"], "dependencies": ["a"]},
-  {"id": "c", "type": "command", "command": ["true"], "dependencies": ["b"]}
-]}
-JSON
 
 start_daemon() { # name, extra flags
   local name=$1
@@ -77,7 +70,7 @@ def lat [code: closure] {
   [(\$runs | get ($K // 2)) (\$runs | get (($K * 9) // 10))] | each { \$in / 1e6 | math round --precision 3 } | str join ' '
 }
 let task = (lat { orch submit --wait true })
-let wf = (lat { orch workflow submit batch '$WORK/three.json' --wait })
+let wf = (lat { orch workflow submit batch '$ROOT/bench/three-steps.json' --wait })
 print \$'(\$enqueue / 1sec) (\$run / 1sec) (\$bad) (\$task) (\$wf)'
 " >"$WORK/$name.out" || {
     echo "the $name run failed; daemon stderr:" >&2

@@ -63,6 +63,23 @@ pub struct Cli {
     #[arg(long, value_name = "PATH")]
     pub database_url_file: Option<PathBuf>,
 
+    /// This daemon's name in its cluster (`--storage-type postgres`): letters, digits,
+    /// `.`, `_` and `-`, at most 63. Default: the host's name and a digest of the data
+    /// directory, the same at every start.
+    #[arg(long, value_name = "NAME", value_parser = crate::cluster::parse_node_name)]
+    pub node: Option<String>,
+
+    /// A label of this node (`docker`, `region=eu-west`; repeatable), shown by `orch
+    /// cluster nodes` (`--storage-type postgres`).
+    #[arg(long = "label", value_name = "LABEL", value_parser = crate::cluster::parse_label)]
+    pub labels: Vec<String>,
+
+    /// How long a node's lease lasts (`--storage-type postgres`): renewed ten times in
+    /// it; a leader that cannot renew it stops its tasks' processes a second before it
+    /// runs out, and another node takes over once it has. Between 2s and 5min.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = crate::cluster::parse_lease)]
+    pub node_lease: std::time::Duration,
+
     /// `$PROVISIONING_ORCHESTRATOR_DATABASE_URL`, taken out of the environment at start
     /// ([`Cli::take_database_url_env`]) so that no task or child process inherits it.
     #[arg(skip)]
@@ -290,6 +307,10 @@ pub enum ConfigError {
     /// The database URL is missing, given twice, or unusable.
     #[error(transparent)]
     DatabaseUrl(#[from] DatabaseUrlError),
+    /// A cluster flag without the shared store it needs, or a setting a cluster cannot
+    /// honour.
+    #[error("{0}")]
+    Cluster(String),
     /// The `--log` filter does not parse.
     #[error("--log {filter:?} is not a valid log filter: {error}")]
     LogFilter {
@@ -321,6 +342,24 @@ impl Cli {
             error,
         })?;
         self.database_url()?;
+        self.check_cluster_flags()
+    }
+
+    /// Cluster flags need `--storage-type postgres`; a node needs its supervisor, the
+    /// only process that can stop the node's tasks while the daemon is paused.
+    fn check_cluster_flags(&self) -> Result<(), ConfigError> {
+        let clustered = self.storage_type == StorageType::Postgres;
+        let lease_given = self.node_lease != crate::cluster::DEFAULT_LEASE;
+        if !clustered && (self.node.is_some() || !self.labels.is_empty() || lease_given) {
+            return Err(ConfigError::Cluster(
+                "--node, --label and --node-lease are settings of a cluster node: they need --storage-type postgres".into(),
+            ));
+        }
+        if clustered && self.no_supervisor {
+            return Err(ConfigError::Cluster(
+                "--no-supervisor cannot be used with --storage-type postgres: a node that loses its lease must have its tasks' processes stopped, which only the supervisor can do while the daemon is paused or gone".into(),
+            ));
+        }
         Ok(())
     }
 

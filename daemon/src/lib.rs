@@ -3,6 +3,7 @@
 //! Layout:
 //! - [`config`]: command-line flags.
 //! - [`audit`]: the hash-chained audit log of every change request.
+//! - [`cluster`]: daemons sharing a PostgreSQL store: nodes, leadership, standby.
 //! - [`redact`]: secrets hidden from readers below admin, on every interface.
 //! - [`socket`]: binding the owner-only Unix socket, with stale-socket detection.
 //! - [`ops`]: the application layer: the one table of operations (socket request, role,
@@ -33,6 +34,7 @@
 //! acted on (a process started, a client answered, a dependant released).
 
 pub mod audit;
+pub mod cluster;
 pub mod config;
 pub mod engine;
 pub mod events;
@@ -86,9 +88,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create {}", data_dir.display()))?;
     let data_dir = data_dir.canonicalize()?;
     let logs_dir = data_dir.join("logs");
-    let store: Arc<dyn Store> = match cli.storage_type {
-        StorageType::Redb => Arc::new(open_redb(&data_dir, &logs_dir)?),
-        StorageType::Postgres => Arc::new(open_postgres(&cli, &data_dir)?),
+    let (store, shared): (Arc<dyn Store>, _) = match cli.storage_type {
+        StorageType::Redb => (Arc::new(open_redb(&data_dir, &logs_dir)?), None),
+        StorageType::Postgres => {
+            let store = Arc::new(open_postgres(&cli, &data_dir)?);
+            (store.clone(), Some(store))
+        }
     };
     files::create_private_dir(&logs_dir)
         .with_context(|| format!("cannot create {}", logs_dir.display()))?;
@@ -113,6 +118,77 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Some(port) => Some(bind_http(&cli, port, &data_dir).await?),
         None => None,
     };
+    let shutdown = CancellationToken::new();
+    shutdown::cancel_on_signals(shutdown.clone())?;
+    // Cancelled when a state change cannot be committed, or the node stands down: the
+    // daemon stops at once, acting on nothing more (the next start, or the next leader,
+    // recovers from the last durable state).
+    let fatal = CancellationToken::new();
+    let stop_serving = shutdown.clone();
+    let on_fatal = fatal.clone();
+    tokio::spawn(async move {
+        on_fatal.cancelled().await;
+        stop_serving.cancel();
+    });
+    let limits = Arc::new(server::limits::Limits::from_cli(&cli));
+    let retention = Arc::new(retention::Policy::new(
+        cli.retain_finished,
+        &cli.retain_labels,
+        cli.retain_events,
+    ));
+    let started_at = chrono::Utc::now();
+    // Stopped last, once the engine's writes are done: until then the lease is renewed.
+    let membership_stop = CancellationToken::new();
+    let membership = match shared {
+        Some(shared) => {
+            let record = node_record(&cli, &data_dir, &socket_path)?;
+            let lease = cli.node_lease;
+            let membership = tokio::task::spawn_blocking(move || {
+                cluster::Membership::join(shared, record, lease)
+            })
+            .await??;
+            // A node that may lead at once (no live leader, or the leader was this node's
+            // previous daemon) does, before it serves anyone.
+            let membership = tokio::task::spawn_blocking(move || {
+                membership.beat_once();
+                membership
+            })
+            .await?;
+            membership.start(membership_stop.clone(), fatal.clone());
+            let standby = Arc::new(cluster::standby::Standby {
+                membership: membership.clone(),
+                store: store.clone(),
+                limits: limits.clone(),
+                grants: cli.allow_users.iter().copied().collect(),
+                retention: retention.clone(),
+                data_dir: data_dir.clone(),
+                socket: socket_path.clone(),
+                parallel_limit: cli.parallel as usize,
+                started_at,
+                shutdown: shutdown.clone(),
+            });
+            tracing::info!(node = membership.name(), "standing by");
+            let http = http_parts.as_ref().map(|(listener, _)| listener);
+            let term = match membership.part() {
+                cluster::membership::Part::Leading { term } => Some(term),
+                _ => standby.serve(&listener, http).await,
+            };
+            match term {
+                Some(term) => tracing::info!(term, "leading: loading the live state"),
+                None => {
+                    membership_stop.cancel();
+                    if let Some(reason) = membership.stood_down() {
+                        anyhow::bail!("the node stood down: {reason}");
+                    }
+                    membership.leave();
+                    tracing::info!("stopping (standby)");
+                    return Ok(());
+                }
+            }
+            Some(membership)
+        }
+        None => None,
+    };
     let audit = Arc::new(audit::archive::Archive::open(&data_dir, store.clone())?);
     let snapshot = store.load()?;
     if snapshot.migration_underway {
@@ -132,17 +208,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         store.clone(),
         Box::new(move |took| observe.observe(took.as_secs_f64())),
     );
-    let shutdown = CancellationToken::new();
-    shutdown::cancel_on_signals(shutdown.clone())?;
-    // Cancelled when a state change cannot be committed: the daemon stops at once,
-    // acting on nothing more (the next start recovers from the last durable state).
-    let fatal = CancellationToken::new();
-    let stop_serving = shutdown.clone();
-    let on_fatal = fatal.clone();
-    tokio::spawn(async move {
-        on_fatal.cancelled().await;
-        stop_serving.cancel();
-    });
     let bus = events::EventBus::default();
     let runner = Runner::new(RunnerConfig {
         nu_binary: cli.nu_binary.clone(),
@@ -154,6 +219,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         supervisor_grace: cli.supervisor_grace,
     })
     .context("preparing the directory of task parameters")?;
+    if let Some(membership) = &membership {
+        runner.fence_with(membership.fence_deadlines());
+    }
     let parts = EngineParts {
         committer,
         store: store.clone(),
@@ -187,11 +255,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         audit::retention::spawn(audit.clone(), retain, shutdown.clone());
     }
     retention::sweep::spawn(store.clone(), logs_dir.clone(), last_task_id);
-    let retention = Arc::new(retention::Policy::new(
-        cli.retain_finished,
-        &cli.retain_labels,
-        cli.retain_events,
-    ));
     retention::spawn(
         engine.clone(),
         store.clone(),
@@ -212,8 +275,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         workspace: cli.workspace()?,
         testenvs,
         grants: cli.allow_users.iter().copied().collect(),
-        limits: Arc::new(server::limits::Limits::from_cli(&cli)),
-        started_at: chrono::Utc::now(),
+        limits,
+        started_at,
+        cluster: membership.clone(),
         retention,
         shutdown: shutdown.clone(),
         leave_running: Default::default(),
@@ -229,6 +293,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     server::serve(listener, ctx.clone()).await;
     if let Some(http) = http {
         let _ = http.await;
+    }
+    let stood_down = membership.as_ref().and_then(|m| m.stood_down());
+    if let Some(reason) = stood_down {
+        anyhow::bail!("the node stood down: {reason}");
     }
     if fatal.is_cancelled() {
         anyhow::bail!(
@@ -254,7 +322,33 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             "store closed"
         );
     }
+    membership_stop.cancel();
+    if let Some(membership) = &membership {
+        membership.leave();
+    }
     Ok(())
+}
+
+/// What this daemon registers about itself as a node of its cluster.
+fn node_record(cli: &Cli, data_dir: &Path, socket: &Path) -> anyhow::Result<store::NodeRecord> {
+    let data_dir_id = testenv::instance_id(data_dir)
+        .with_context(|| format!("reading the instance id of {}", data_dir.display()))?;
+    Ok(store::NodeRecord {
+        name: cli
+            .node
+            .clone()
+            .unwrap_or_else(|| cluster::default_node_name(data_dir)),
+        instance: cluster::new_instance(),
+        home: format!("{}:{data_dir_id}", cluster::host_name()),
+        host: cluster::host_name(),
+        pid: std::process::id(),
+        socket: socket.display().to_string(),
+        http: cli
+            .port
+            .map(|port| std::net::SocketAddr::new(cli.bind, port).to_string()),
+        parallel: cli.parallel,
+        labels: cli.labels.clone(),
+    })
 }
 
 /// Opens the redb store in `data_dir`. A missing file makes a new store only when the
@@ -291,7 +385,7 @@ fn open_postgres(cli: &Cli, data_dir: &Path) -> anyhow::Result<PostgresStore> {
             )
         })?;
     let url = cli.database_url()?.context("no database URL")?;
-    let store = PostgresStore::connect(url.expose())
+    let store = PostgresStore::join(url.expose())
         .with_context(|| format!("cannot use the database {}", url.redacted()))?;
     Ok(store.holding(lock))
 }

@@ -101,6 +101,7 @@ impl Redact for Response {
             // No submitted values in these (the audit log is admin-only and redacted when
             // written).
             Response::Health(_)
+            | Response::Cluster(_)
             | Response::Event { .. }
             | Response::Log { .. }
             | Response::StreamEnd

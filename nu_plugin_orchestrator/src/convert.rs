@@ -277,6 +277,8 @@ struct HealthRow {
     parallel_limit: i64,
     tasks: Record,
     retention: Record,
+    /// The node and its cluster; nothing on redb.
+    cluster: Value,
 }
 
 /// The record of `orch health`.
@@ -310,8 +312,74 @@ pub fn health(report: &HealthReport, span: Span) -> Value {
         parallel_limit: report.parallel_limit as i64,
         tasks,
         retention,
+        cluster: report
+            .cluster
+            .as_ref()
+            .map_or(Value::nothing(span), |c| node_health(c, span)),
     }
     .into_value(span)
+}
+
+/// The `cluster` record of `orch health`.
+fn node_health(health: &orch_protocol::NodeHealth, span: Span) -> Value {
+    let leader = health.leader.as_ref();
+    nu_protocol::record! {
+        "node" => Value::string(&health.node, span),
+        "role" => Value::string(health.role.as_str(), span),
+        "leader" => leader.map_or(Value::nothing(span), |l| Value::string(&l.node, span)),
+        "term" => leader.map_or(Value::nothing(span), |l| Value::int(l.term as i64, span)),
+        "nodes_up" => Value::int(i64::from(health.nodes_up), span),
+    }
+    .into_value(span)
+}
+
+/// The row of one node in `orch cluster nodes`.
+#[derive(IntoValue)]
+struct NodeRow {
+    name: String,
+    role: &'static str,
+    term: Value,
+    host: String,
+    pid: u32,
+    socket: String,
+    http: Value,
+    parallel: u32,
+    labels: Vec<String>,
+    heartbeat: DateTime<FixedOffset>,
+    lease_until: DateTime<FixedOffset>,
+    started: DateTime<FixedOffset>,
+    version: String,
+}
+
+/// The table of `orch cluster nodes`: the leader's row carries its term.
+pub fn cluster_nodes(view: &orch_protocol::ClusterView, span: Span) -> Value {
+    let rows = view.nodes.iter().map(|node| {
+        let term = view
+            .leader
+            .as_ref()
+            .filter(|_| node.role == orch_protocol::NodeRole::Leader)
+            .map_or(Value::nothing(span), |l| Value::int(l.term as i64, span));
+        NodeRow {
+            name: node.name.clone(),
+            role: node.role.as_str(),
+            term,
+            host: node.host.clone(),
+            pid: node.pid,
+            socket: node.socket.clone(),
+            http: node
+                .http
+                .as_ref()
+                .map_or(Value::nothing(span), |h| Value::string(h, span)),
+            parallel: node.parallel,
+            labels: node.labels.clone(),
+            heartbeat: date(node.heartbeat_at),
+            lease_until: date(node.lease_until),
+            started: date(node.started_at),
+            version: node.version.clone(),
+        }
+        .into_value(span)
+    });
+    Value::list(rows.collect(), span)
 }
 
 #[cfg(test)]

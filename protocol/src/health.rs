@@ -33,6 +33,9 @@ pub struct HealthReport {
     /// What the daemon removes by itself, and what it has removed of the event log.
     #[serde(default)]
     pub retention: RetentionReport,
+    /// The node and its cluster, on a shared PostgreSQL store (none on redb).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<crate::cluster::NodeHealth>,
 }
 
 /// The daemon's retention policy (`--retain-finished`, `--retain-label`,

@@ -10,6 +10,7 @@
 //! - [`event`]: the event log's entries; [`health`]: the daemon's health report;
 //!   [`audit`]: the audit log's entries and its check; [`filters`]: which tasks a list or a
 //!   clean is about.
+//! - [`cluster`]: the nodes of daemons sharing a PostgreSQL store, and their leader.
 //! - [`workflow`]: workflow requests, their stored record, views and plan.
 //! - [`extensions`]: the providers, taskservs and clusters workflows are built from.
 //! - [`testenv`]: test environments (requests, stored records, topologies).
@@ -27,6 +28,7 @@
 
 pub mod audit;
 pub mod client;
+pub mod cluster;
 pub mod event;
 pub mod extensions;
 pub mod filters;
@@ -42,6 +44,7 @@ pub mod workflow;
 
 pub use audit::*;
 pub use client::{Client, ClientError};
+pub use cluster::*;
 pub use event::*;
 pub use extensions::*;
 pub use filters::*;

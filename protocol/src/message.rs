@@ -43,6 +43,9 @@ pub struct Welcome {
 pub enum Request {
     /// Is the daemon alive, and what is it doing. Answered by [`Response::Health`].
     Health,
+    /// The nodes sharing this daemon's PostgreSQL store, and their leader. Answered by
+    /// [`Response::Cluster`]; refused on redb, which has no cluster.
+    Cluster,
     /// Add tasks to the queue, all or none. Answered by [`Response::Tasks`] once committed.
     Submit {
         /// The tasks, in submission order.
@@ -221,6 +224,8 @@ pub enum Request {
 pub enum Response {
     /// See [`Request::Health`].
     Health(HealthReport),
+    /// See [`Request::Cluster`].
+    Cluster(crate::cluster::ClusterView),
     /// A list of tasks, possibly in several frames: `more` says another `Tasks` frame
     /// follows (long lists are sent in parts that each stay well under the frame limit).
     Tasks {

@@ -2,8 +2,8 @@
 //! the real plugin and nu, against a database of the test's own on the real PostgreSQL
 //! server the test command started. Tasks, priorities, workflows and the audit chain
 //! behave as on redb, a `kill -9` loses nothing, the URL's password shows nowhere, a bad
-//! URL is refused before anything starts, and a second daemon on the same database is
-//! refused (several daemons need the cluster, not built yet).
+//! URL is refused before anything starts, and a migration is refused while a daemon uses
+//! the database (several daemons on one database form a cluster: tests/cluster.rs).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -245,15 +245,19 @@ fn bad_database_settings_are_refused_before_anything_starts() {
 }
 
 #[test]
-fn a_second_daemon_on_the_same_database_is_refused() {
+fn a_migration_is_refused_while_a_daemon_uses_the_database() {
     let db = TestDatabase::create();
     let first = start(&on(&db, &[]));
-    let other = tempfile::tempdir().unwrap();
-    let out = orchestrator(other.path(), &in_dir(other.path(), &on(&db, &[])));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "a second daemon started: {stderr}");
-    assert!(stderr.contains("another daemon"), "{stderr}");
-    // The first one is untouched.
+    assert_eq!(
+        first.nu().json("orch submit --wait true | get status"),
+        "succeeded"
+    );
+    let target = tempfile::tempdir().unwrap();
+    let to = target.path().join("copy").display().to_string();
+    let refused = migrate(&db.url(), &to).unwrap_err();
+    assert!(refused.contains("another"), "{refused}");
+    assert!(!target.path().join("copy").exists(), "{refused}");
+    // The daemon is untouched.
     assert_eq!(
         first.nu().json("orch submit --wait true | get status"),
         "succeeded"

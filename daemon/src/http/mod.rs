@@ -6,7 +6,7 @@
 //! the same table ([`openapi`]).
 
 pub mod auth;
-mod error;
+pub mod error;
 mod guard;
 pub mod openapi;
 mod routes;
@@ -83,21 +83,30 @@ fn table_router<S: Clone + Send + Sync + 'static>(
 /// (past it a client gets a 503), each held to the header read timeout; then waits for
 /// the open connections to finish their answers.
 pub async fn serve(listener: tokio::net::TcpListener, app: Router, ctx: Arc<Context>) {
-    let limits = ctx.limits.clone();
+    serve_until(&listener, app, ctx.limits.clone(), ctx.shutdown.clone()).await;
+}
+
+/// Serves `app` on `listener` until `until` is cancelled, then lets the answers under way
+/// finish (for a while); the listener stays open for whoever serves next.
+pub async fn serve_until(
+    listener: &tokio::net::TcpListener,
+    app: Router,
+    limits: Arc<Limits>,
+    until: tokio_util::sync::CancellationToken,
+) {
     let slots = Arc::new(Semaphore::new(limits.max_http_connections));
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(limits.read_timeout);
     crate::server::limits::accept_until(
-        &listener,
-        ctx.shutdown.clone(),
+        listener,
+        until.clone(),
         slots.clone(),
         "HTTP",
-        |stream| serve_connection(http.clone(), stream, app.clone(), ctx.shutdown.clone()),
+        |stream| serve_connection(http.clone(), stream, app.clone(), until.clone()),
         |stream| refuse(stream, &limits),
     )
     .await;
-    drop(listener);
     let every_slot = u32::try_from(limits.max_http_connections).unwrap_or(u32::MAX);
     let drained = tokio::time::timeout(DRAIN_GRACE, slots.acquire_many(every_slot)).await;
     if drained.is_err() {

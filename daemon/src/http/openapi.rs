@@ -75,6 +75,10 @@ pub fn document() -> Value {
         schemas.insert(name.to_string(), schema.to_value());
     };
     add("HealthReport", generator.subschema_for::<HealthReport>());
+    add(
+        "ClusterView",
+        generator.subschema_for::<orch_protocol::ClusterView>(),
+    );
     add("Task", generator.subschema_for::<Task>());
     add(
         "ServersRequest",

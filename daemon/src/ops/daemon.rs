@@ -21,7 +21,19 @@ pub fn health(ctx: &Context) -> Result<HealthReport, AppError> {
         parallel_limit: ctx.parallel_limit,
         counts: counts.into_iter().collect(),
         retention: ctx.retention.report(ctx.store.events_removed_through()?),
+        cluster: ctx.cluster.as_ref().map(|m| m.health()).transpose()?,
     })
+}
+
+/// `Cluster`: every node of this daemon's cluster and the leader; refused on redb.
+pub fn cluster(ctx: &Context) -> Result<orch_protocol::ClusterView, AppError> {
+    match &ctx.cluster {
+        Some(membership) => Ok(membership.view()?),
+        None => Err(AppError::new(
+            super::AppErrorKind::Invalid,
+            "this daemon keeps its state in redb and has no cluster: several daemons form one on a shared PostgreSQL store (--storage-type postgres)",
+        )),
+    }
 }
 
 /// `Extensions`: the providers, taskservs and cluster definitions as read now, with any

@@ -71,6 +71,8 @@ pub struct Context {
     pub retention: Arc<crate::retention::Policy>,
     /// Cancelled to stop the daemon.
     pub shutdown: CancellationToken,
+    /// This node of its cluster (`--storage-type postgres`); none on redb.
+    pub cluster: Option<Arc<crate::cluster::Membership>>,
     /// Set (before `shutdown` is cancelled) when the stop leaves running attempts to
     /// the supervisor.
     pub leave_running: std::sync::atomic::AtomicBool,

@@ -124,6 +124,8 @@ pub enum RouteId {
     Health,
     /// `GET /openapi.json`
     OpenApi,
+    /// `GET /cluster`
+    Cluster,
     /// `GET /tasks`
     Tasks,
     /// `GET /tasks/{id}`

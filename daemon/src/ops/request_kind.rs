@@ -8,6 +8,7 @@ use orch_protocol::Request;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RequestKind {
     Health,
+    Cluster,
     Submit,
     List,
     Get,
@@ -45,6 +46,7 @@ impl RequestKind {
     pub fn of(request: &Request) -> RequestKind {
         match request {
             Request::Health => RequestKind::Health,
+            Request::Cluster => RequestKind::Cluster,
             Request::Submit { .. } => RequestKind::Submit,
             Request::List { .. } => RequestKind::List,
             Request::Get { .. } => RequestKind::Get,

@@ -45,6 +45,17 @@ pub const OPERATIONS: &[Operation] = &[
         )],
     ),
     op(
+        "cluster",
+        Some(K::Cluster),
+        Needs(Viewer),
+        &[Route::get(
+            RouteId::Cluster,
+            "/cluster",
+            "The nodes sharing this daemon's PostgreSQL store (role, heartbeat, lease, capacity, labels), the leader and its term",
+            Answer::Json("ClusterView"),
+        )],
+    ),
+    op(
         "openapi",
         None,
         Anyone,

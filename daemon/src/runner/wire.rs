@@ -69,6 +69,13 @@ pub(super) enum ToSupervisor {
         /// Which attempt.
         attempt: u32,
     },
+    /// The node's lease (a daemon of a cluster) lets attempts run this much longer: past
+    /// it without a later fence, every running attempt is killed and reported
+    /// interrupted, and launches are refused. Each connection starts unfenced.
+    Fence {
+        /// How long from now, in milliseconds.
+        valid_for_ms: u64,
+    },
 }
 
 /// A message from the supervisor.

@@ -10,16 +10,12 @@ use super::Connection;
 use crate::ops::{self, AppError, Context, RequestKind};
 use crate::policy::Submitter;
 
-/// Runs the operation `request` asks for and sends its answer. An `Err` means the
-/// connection is gone.
-pub async fn dispatch(
-    ctx: &Context,
-    conn: &mut Connection,
-    request: Request,
-) -> std::io::Result<()> {
-    let operation = ops::for_request(RequestKind::of(&request));
-    if let Err(needed) = operation.access.check(conn.role) {
-        let reply = ErrorReply::new(
+/// Checks that the connection's role may make `request` (its row of the operations
+/// table); the `permission_denied` answer if not.
+pub fn check_access(conn: &Connection, request: &Request) -> Result<(), ErrorReply> {
+    let operation = ops::for_request(RequestKind::of(request));
+    operation.access.check(conn.role).map_err(|needed| {
+        ErrorReply::new(
             ErrorKind::PermissionDenied,
             format!(
                 "permission denied: uid {} has the role {}; this request needs {}",
@@ -27,12 +23,24 @@ pub async fn dispatch(
                 conn.role.as_str(),
                 needed.as_str()
             ),
-        );
+        )
+    })
+}
+
+/// Runs the operation `request` asks for and sends its answer. An `Err` means the
+/// connection is gone.
+pub async fn dispatch(
+    ctx: &Context,
+    conn: &mut Connection,
+    request: Request,
+) -> std::io::Result<()> {
+    if let Err(reply) = check_access(conn, &request) {
         return conn.send(&Response::Error(reply)).await;
     }
     let actor = conn.actor.clone();
     let answer = match request {
         Request::Health => ops::daemon::health(ctx).map(Response::Health),
+        Request::Cluster => ops::daemon::cluster(ctx).map(Response::Cluster),
         Request::Submit { tasks } => {
             let tasks = ops::tasks::submit(ctx, actor, tasks).await;
             return send_tasks(conn, tasks).await;

@@ -4,6 +4,7 @@
 
 pub mod connection;
 mod dispatch;
+pub use dispatch::check_access;
 pub mod limits;
 mod streams;
 
@@ -52,18 +53,51 @@ fn refuse(stream: UnixStream, limits: &Arc<Limits>) {
 }
 
 async fn serve_connection(stream: UnixStream, ctx: Arc<Context>) {
+    let Some(mut conn) = open_connection(stream, &ctx.grants, &ctx.limits).await else {
+        return;
+    };
+    while let Some(request) = next_request(&mut conn).await {
+        let result = match request {
+            Ok(request) => dispatch::dispatch(&ctx, &mut conn, request).await,
+            Err(reply) => conn.send(&Response::Error(reply)).await,
+        };
+        if result.is_err() {
+            return;
+        }
+    }
+}
+
+/// The client's next request (or the error to answer it with); `None` when the
+/// connection is to close (the client left, was idle too long, or broke the framing, which
+/// it was told).
+pub(crate) async fn next_request(conn: &mut Connection) -> Option<Result<Request, ErrorReply>> {
+    let idle = conn.limits().idle_timeout;
+    let frame = match conn.recv(Patience::Idle(idle)).await {
+        Ok(frame) => frame,
+        Err(RecvError::Closed | RecvError::Idle) => return None,
+        Err(RecvError::Refused(reply)) => {
+            // The frame boundary is lost (oversized, slow or no room): answer and close.
+            let _ = conn.send(&Response::Error(reply)).await;
+            return None;
+        }
+    };
+    Some(parse_request(&frame.body))
+}
+
+/// Checks a new client (its peer uid against the owner and `grants`) and its handshake;
+/// the connection, ready for requests, or `None` once the client was told why not.
+pub(crate) async fn open_connection(
+    stream: UnixStream,
+    grants: &std::collections::HashMap<u32, Role>,
+    limits: &Arc<Limits>,
+) -> Option<Connection> {
     let peer_uid = stream.peer_cred().map(|c| c.uid()).ok();
     let actor = orch_protocol::Actor {
         uid: peer_uid.unwrap_or(u32::MAX),
         interface: "socket".into(),
     };
-    let role = socket_role(peer_uid, &ctx.grants);
-    let mut conn = Connection::new(
-        stream,
-        actor,
-        role.unwrap_or(Role::Viewer),
-        ctx.limits.clone(),
-    );
+    let role = socket_role(peer_uid, grants);
+    let mut conn = Connection::new(stream, actor, role.unwrap_or(Role::Viewer), limits.clone());
     if role.is_none() {
         let reply = ErrorReply::new(
             ErrorKind::PermissionDenied,
@@ -74,31 +108,9 @@ async fn serve_connection(stream: UnixStream, ctx: Arc<Context>) {
             ),
         );
         let _ = conn.send(&Response::Error(reply)).await;
-        return;
+        return None;
     }
-    if !handshake(&mut conn).await {
-        return;
-    }
-    loop {
-        let frame = match conn.recv(Patience::Idle(ctx.limits.idle_timeout)).await {
-            Ok(frame) => frame,
-            Err(RecvError::Closed | RecvError::Idle) => return,
-            Err(RecvError::Refused(reply)) => {
-                // The frame boundary is lost (oversized, slow or no room): answer and close.
-                let _ = conn.send(&Response::Error(reply)).await;
-                return;
-            }
-        };
-        let request = parse_request(&frame.body);
-        drop(frame);
-        let result = match request {
-            Ok(request) => dispatch::dispatch(&ctx, &mut conn, request).await,
-            Err(reply) => conn.send(&Response::Error(reply)).await,
-        };
-        if result.is_err() {
-            return;
-        }
-    }
+    handshake(&mut conn).await.then_some(conn)
 }
 
 /// Reads the client's [`Hello`] and answers; false when the connection must close.

@@ -18,7 +18,7 @@ use crate::audit::AuditRecord;
 
 pub use audit::AuditLog;
 pub use committer::GroupCommitter;
-pub use postgres::PostgresStore;
+pub use postgres::{Beat, Leader, NodeRecord, PostgresStore, Registration};
 pub use redb::RedbStore;
 
 /// Errors from a store backend.
@@ -46,6 +46,15 @@ pub enum StoreError {
     /// The backend failed.
     #[error("store error: {0}")]
     Backend(String),
+    /// A write of a node that no longer holds the leadership of its cluster (another node
+    /// took over): refused, nothing written.
+    #[error(
+        "refused: this node led the cluster in term {term}, but another node has taken over since; it writes nothing more"
+    )]
+    Fenced {
+        /// The term this node held.
+        term: u64,
+    },
     /// A stored record could not be decoded.
     #[error("corrupt record {what}: {error}")]
     Corrupt {

@@ -230,7 +230,7 @@ impl TestEnvService {
 }
 
 /// This daemon instance's id: random at the first start, kept in the data directory.
-fn instance_id(data_dir: &Path) -> std::io::Result<String> {
+pub fn instance_id(data_dir: &Path) -> std::io::Result<String> {
     let path = data_dir.join("instance-id");
     if let Ok(id) = std::fs::read_to_string(&path) {
         let id = id.trim().to_string();

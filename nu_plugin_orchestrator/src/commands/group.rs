@@ -26,6 +26,13 @@ pub const DAEMON: Group = Group {
     extra_description: "",
 };
 
+/// `orch cluster`
+pub const CLUSTER: Group = Group {
+    name: "orch cluster",
+    description: "The cluster of daemons sharing one PostgreSQL store: its nodes and leader.",
+    extra_description: "",
+};
+
 /// `orch workflow`
 pub const WORKFLOW: Group = Group {
     name: "orch workflow",

@@ -14,6 +14,7 @@ mod batch_file;
 mod by_id;
 mod cancel;
 mod clean;
+mod cluster_nodes;
 mod daemon_handover;
 mod daemon_start;
 mod daemon_status;
@@ -73,6 +74,8 @@ pub fn all() -> Vec<Box<dyn PluginCommand<Plugin = OrchestratorPlugin>>> {
         Box::new(daemon_handover::DaemonRestart),
         Box::new(daemon_handover::DaemonUpgrade),
         Box::new(daemon_status::DaemonStatus),
+        Box::new(group::CLUSTER),
+        Box::new(cluster_nodes::ClusterNodes),
         Box::new(group::WORKFLOW),
         Box::new(group::WORKFLOW_SUBMIT),
         Box::new(workflow_servers::SERVERS),

@@ -48,6 +48,7 @@ pub fn bind(id: RouteId, method: Method) -> MethodRouter<Arc<Context>> {
     match id {
         RouteId::Health => on(method, system::health),
         RouteId::OpenApi => on(method, system::openapi),
+        RouteId::Cluster => on(method, system::cluster),
         RouteId::Metrics => on(method, system::metrics),
         RouteId::Providers => on(method, system::providers),
         RouteId::Taskservs => on(method, system::taskservs),

@@ -20,6 +20,11 @@ pub async fn health(State(ctx): Ctx) -> Answer {
     Ok(Json(ops::daemon::health(&ctx)?).into_response())
 }
 
+/// `GET /cluster`
+pub async fn cluster(State(ctx): Ctx) -> Answer {
+    Ok(Json(ops::daemon::cluster(&ctx)?).into_response())
+}
+
 /// `GET /openapi.json`
 pub async fn openapi() -> Answer {
     Ok(Json(crate::http::openapi::document()).into_response())

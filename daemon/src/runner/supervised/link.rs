@@ -35,6 +35,32 @@ impl Link {
     }
 }
 
+/// Sends each later deadline of `deadlines` on `link` as a fence, until the connection
+/// closes.
+async fn forward_fence(
+    mut deadlines: tokio::sync::watch::Receiver<Option<tokio::time::Instant>>,
+    link: Link,
+) {
+    while deadlines.changed().await.is_ok() {
+        if !send_fence(&link, *deadlines.borrow_and_update()) {
+            return;
+        }
+    }
+}
+
+/// Sends `deadline` (if any) on `link` as a fence; false once the connection is closed.
+fn send_fence(link: &Link, deadline: Option<tokio::time::Instant>) -> bool {
+    let Some(deadline) = deadline else {
+        return true;
+    };
+    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+    let valid_for_ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
+    match line_of(&ToSupervisor::Fence { valid_for_ms }) {
+        Ok(line) => link.to.send(line).is_ok(),
+        Err(_) => false,
+    }
+}
+
 /// `message` as one line.
 pub(super) fn line_of(message: &ToSupervisor) -> Result<Vec<u8>, serde_json::Error> {
     let mut line = serde_json::to_vec(message)?;
@@ -79,8 +105,14 @@ impl Runner {
             generation: state.generation,
         };
         state.link = Some(link.clone());
+        let fence = state.fence.clone();
         drop(state);
         tokio::spawn(write_messages(from_daemon, writer));
+        if let Some(mut deadlines) = fence {
+            // Before anything else is sent on it: a new connection starts unfenced.
+            send_fence(&link, *deadlines.borrow_and_update());
+            tokio::spawn(forward_fence(deadlines, link.clone()));
+        }
         link
     }
 

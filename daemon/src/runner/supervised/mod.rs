@@ -17,6 +17,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
 
 use orch_protocol::{AttemptOutcome, TaskId};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::log::lock;
@@ -70,6 +71,8 @@ struct Linked {
     /// Numbers the connections, so that a closed one only interrupts its own attempts.
     generation: u64,
     followers: HashMap<AttemptKey, Follower>,
+    /// The node's lease deadlines (a daemon of a cluster), passed on to every connection.
+    fence: Option<watch::Receiver<Option<tokio::time::Instant>>>,
 }
 
 /// An attempt the daemon waits on.
@@ -245,6 +248,12 @@ impl Runner {
             found: hello.protocol,
             ours: wire::PROTOCOL,
         })
+    }
+
+    /// Fences the supervisor by the node's lease: each deadline of `deadlines` is sent on
+    /// every connection, as it opens and as it moves (see [`ToSupervisor::Fence`]).
+    pub fn fence_with(&self, deadlines: watch::Receiver<Option<tokio::time::Instant>>) {
+        self.supervision.state().fence = Some(deadlines);
     }
 
     /// Tells the supervisor that the outcome of a supervised attempt is committed.

@@ -11,6 +11,10 @@
 //! Outcomes no daemon has committed are written durably to its journal whenever no
 //! daemon is connected (see [`super::wire`]), so that they outlive the supervisor too.
 //!
+//! A daemon of a cluster fences it: past the deadline its lease gives, with no later
+//! one, every attempt is killed and reported interrupted (the node may no longer run
+//! them: another takes over once the lease runs out).
+//!
 //! It stops every attempt (leaving no outcome) when its data directory disappears; with a
 //! grace period it also stops them (a cancel) once no daemon has been connected for that
 //! long. With no daemon connected and nothing running, it exits after a short while.
@@ -150,6 +154,7 @@ async fn supervise(data_dir: &Path) -> Result<(), SuperviseError> {
                 FromDaemon::Says(..) | FromDaemon::Unreadable(..) => {}
                 FromDaemon::Gone(n) => state.gone(n),
             },
+            () = until(state.fence()) => state.fence_lapsed(data_dir),
             _ = check.tick() => {
                 if state.check(data_dir) {
                     break;
@@ -159,6 +164,14 @@ async fn supervise(data_dir: &Path) -> Result<(), SuperviseError> {
     }
     let _ = std::fs::remove_file(state.dir().socket());
     Ok(())
+}
+
+/// Sleeps until `deadline`; for ever without one.
+async fn until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Writes `line` to the supervisor's standard error (`supervisors.log`).

@@ -73,6 +73,12 @@ pub(super) struct Supervisor {
     grace_spent: bool,
     /// Whether the data directory is gone (every attempt is being discarded).
     orphaned: bool,
+    /// Until when the node's lease lets attempts run (a daemon of a cluster sets it).
+    fence: Option<tokio::time::Instant>,
+    /// Whether the fence passed with no renewal: attempts are killed, launches refused.
+    fence_lapsed: bool,
+    /// The attempts killed because the fence passed: reported interrupted.
+    fenced: HashSet<AttemptKey>,
     /// Attempts ending: their key and how.
     ended_tx: mpsc::UnboundedSender<(AttemptKey, ReportKind)>,
     /// Progress lines of running attempts.
@@ -103,6 +109,9 @@ impl Supervisor {
             grace: None,
             grace_spent: false,
             orphaned: false,
+            fence: None,
+            fence_lapsed: false,
+            fenced: HashSet::new(),
             ended_tx,
             reports_tx,
         }
@@ -129,6 +138,9 @@ impl Supervisor {
         self.link.writer = Some(writer);
         self.alone_since = None;
         self.grace_spent = false;
+        // A daemon of a cluster fences the new connection at once; any other leaves it.
+        self.fence = None;
+        self.fence_lapsed = false;
         let mut hello = Hello {
             protocol: wire::PROTOCOL,
             fresh: !self.greeted,
@@ -167,6 +179,11 @@ impl Supervisor {
                     token.cancel();
                 }
             }
+            ToSupervisor::Fence { valid_for_ms } => {
+                let valid_for = Duration::from_millis(valid_for_ms);
+                self.fence = Some(tokio::time::Instant::now() + valid_for);
+                self.fence_lapsed = false;
+            }
             ToSupervisor::Release { id, attempt } => {
                 if let Some(Held::Ended(_)) = self.held.get(&(id, attempt)) {
                     self.held.remove(&(id, attempt));
@@ -196,6 +213,10 @@ impl Supervisor {
         let token = CancellationToken::new();
         if self.orphaned || self.grace_spent {
             token.cancel();
+        }
+        if self.fence_lapsed {
+            token.cancel();
+            self.fenced.insert(key);
         }
         self.held.insert(
             key,
@@ -246,6 +267,11 @@ impl Supervisor {
             self.held.remove(&key);
             return;
         }
+        let kind = if self.fenced.remove(&key) {
+            ReportKind::Exited(orch_protocol::AttemptOutcome::Interrupted)
+        } else {
+            kind
+        };
         let Some(ended) = EndedAttempt::of(key, kind) else {
             return;
         };
@@ -257,7 +283,8 @@ impl Supervisor {
     }
 
     /// Connection number `n` closed: when it was the current one, the outcomes it did not
-    /// release are journaled.
+    /// release are journaled. A fenced supervisor (of a cluster's node) keeps its attempts
+    /// until its fence: the node's next daemon may take them over by then.
     pub(super) fn gone(&mut self, n: u64) {
         if n == self.link.number {
             self.link.writer = None;
@@ -311,6 +338,32 @@ impl Supervisor {
                 token.cancel();
             }
         }
+    }
+
+    /// The fence in force, until it lapses.
+    pub(super) fn fence(&self) -> Option<tokio::time::Instant> {
+        self.fence.filter(|_| !self.fence_lapsed)
+    }
+
+    /// The fence passed with no renewal (the node's lease is about to run out, and
+    /// another node may then run the same tasks): every running attempt's processes are
+    /// killed at once (not TERM first: there is no time to wait) and reported
+    /// interrupted, so that their tasks follow their retry policy.
+    pub(super) fn fence_lapsed(&mut self, data_dir: &Path) {
+        self.fence_lapsed = true;
+        let mut tasks = HashSet::new();
+        for (key, held) in &self.held {
+            if let Held::Running { token, .. } = held {
+                token.cancel();
+                self.fenced.insert(*key);
+                tasks.insert(key.0);
+            }
+        }
+        let killed = crate::orphans::kill_leftovers(data_dir, &tasks);
+        let _ = writeln_stderr(&format!(
+            "the node's lease lapsed: {} attempts interrupted ({killed} processes killed)",
+            tasks.len()
+        ));
     }
 
     /// Writes every outcome not released to the journal, durably.

@@ -122,6 +122,11 @@ pub(super) struct Conn {
 }
 
 impl Conn {
+    /// True once the connection is closed (the server went away or hung up).
+    pub(super) fn is_closed(&self) -> bool {
+        self.client.is_closed()
+    }
+
     /// The prepared statement for `sql` (prepared on first use).
     async fn statement(&self, sql: &str) -> Result<Statement, StoreError> {
         let cached = self

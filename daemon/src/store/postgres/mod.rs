@@ -23,6 +23,7 @@
 
 mod audit;
 mod bridge;
+mod cluster;
 mod codec;
 mod read;
 mod schema;
@@ -37,11 +38,13 @@ use orch_protocol::{Event, Task, TaskFilter, TaskId, TaskStatus, Workflow, Workf
 
 use super::{Snapshot, Store, StoreError, WriteBatch};
 use bridge::{Bridge, Conn, pg};
+pub use cluster::{Beat, Leader, NodeRecord, Registration};
 use codec::{decode, encode, record, signed, status_of, unsigned};
 use target::Target;
 pub use target::describe;
 
-/// The session-level advisory lock the writing daemon holds on its database.
+/// The session-level advisory lock on the database: shared by the daemons of a cluster,
+/// exclusive for a migration (which needs the database to itself).
 const OWNER_LOCK: i64 = 0x6f72_6368_6f77_6e72; // "orchownr"
 
 /// How long `connect` waits for another daemon's lock (one that just exited) to go.
@@ -65,6 +68,21 @@ pub struct PostgresStore {
     bridge: Bridge,
     /// A lock of the caller's to hold as long as the store lives (the data directory's).
     held: Option<std::fs::File>,
+    /// Whether the owner lock is held shared (by a daemon of a cluster).
+    shared: bool,
+    /// The leadership every write checks, once this daemon leads ([`Self::fence`]).
+    fence: Mutex<Option<cluster::Fence>>,
+    /// The connection of the cluster's calls (heartbeats, elections, views).
+    cluster_conn: Mutex<Option<Arc<Conn>>>,
+}
+
+/// How a store holds its database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    /// Alone (a migration): refused while any daemon uses the database.
+    Exclusive,
+    /// As one node of a cluster: other daemons may use the database too.
+    Shared,
 }
 
 impl PostgresStore {
@@ -74,17 +92,28 @@ impl PostgresStore {
     /// whose schema is newer than this binary knows with [`StoreError::Unusable`] (left as
     /// it is). Errors name the server's host and database, never the URL.
     pub fn connect(url: &str) -> Result<PostgresStore, StoreError> {
-        PostgresStore::open(url, false)
+        PostgresStore::open(url, false, Access::Exclusive)
+    }
+
+    /// Like [`connect`](Self::connect), as one node of a cluster: other daemons may use
+    /// the database at the same time (the leadership decides which one writes); only a
+    /// migration, which needs it alone, is kept out.
+    pub fn join(url: &str) -> Result<PostgresStore, StoreError> {
+        PostgresStore::open(url, false, Access::Shared)
     }
 
     /// Like [`connect`](Self::connect), but a database that holds no store (no schema
     /// yet) is refused with [`StoreError::Unusable`] and left as it is: for a migration's
     /// source, which must not be created by being read.
     pub fn open_existing(url: &str) -> Result<PostgresStore, StoreError> {
-        PostgresStore::open(url, true)
+        PostgresStore::open(url, true, Access::Exclusive)
     }
 
-    fn open(url: &str, existing: bool) -> Result<PostgresStore, StoreError> {
+    fn open(url: &str, existing: bool, access: Access) -> Result<PostgresStore, StoreError> {
+        let try_lock = match access {
+            Access::Exclusive => "SELECT pg_try_advisory_lock($1)",
+            Access::Shared => "SELECT pg_try_advisory_lock_shared($1)",
+        };
         let bridge = Bridge::new(Target::parse(url)?)?;
         let writer = bridge.connect()?;
         let label = bridge.target.label.clone();
@@ -103,7 +132,7 @@ impl PostgresStore {
             let deadline = tokio::time::Instant::now() + OWNER_WAIT;
             loop {
                 let row = conn
-                    .query_opt("SELECT pg_try_advisory_lock($1)", &[&OWNER_LOCK])
+                    .query_opt(try_lock, &[&OWNER_LOCK])
                     .await?;
                 if row
                     .map(|r| r.try_get::<_, bool>(0))
@@ -140,6 +169,9 @@ impl PostgresStore {
             reader,
             bridge,
             held: None,
+            shared: access == Access::Shared,
+            fence: Mutex::new(None),
+            cluster_conn: Mutex::new(None),
         })
     }
 
@@ -172,8 +204,20 @@ impl PostgresStore {
             .unwrap_or_else(PoisonError::into_inner);
         let conn = self.writer.clone();
         let work = work(conn.clone());
-        self.bridge
-            .run(async move { conn.transaction("BEGIN", work).await })
+        let fence = self
+            .fence
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        self.bridge.run(async move {
+            let fenced = async {
+                if let Some(fence) = &fence {
+                    fence.check(&conn).await?;
+                }
+                work.await
+            };
+            conn.transaction("BEGIN", fenced).await
+        })
     }
 
     /// The `meta` value under `key` (0 when unset).
@@ -192,11 +236,14 @@ impl Drop for PostgresStore {
         // Let the next daemon take the database at once (closing the connection would
         // too, once the server notices).
         let conn = self.writer.clone();
-        let _ = self.bridge.run(async move {
-            conn.execute("SELECT pg_advisory_unlock($1)", &[&OWNER_LOCK])
-                .await
-                .map(drop)
-        });
+        let unlock = if self.shared {
+            "SELECT pg_advisory_unlock_shared($1)"
+        } else {
+            "SELECT pg_advisory_unlock($1)"
+        };
+        let _ = self
+            .bridge
+            .run(async move { conn.execute(unlock, &[&OWNER_LOCK]).await.map(drop) });
     }
 }
 

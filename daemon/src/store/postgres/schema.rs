@@ -38,6 +38,33 @@ const MIGRATIONS: &[&str] = &[
         hash text NOT NULL
     );
     CREATE TABLE audit_segments (first_seq bigint PRIMARY KEY, body text NOT NULL);",
+    // 2: the cluster: the nodes (renewed by their heartbeats; room left on each page so
+    // that the updates stay HOT and leave little to vacuum) and the leadership. Times are
+    // milliseconds since the Unix epoch by the server's clock, the one clock every node's
+    // lease is measured by.
+    "CREATE TABLE cluster_nodes (
+        node text PRIMARY KEY,
+        instance text NOT NULL,
+        home text NOT NULL,
+        host text NOT NULL,
+        pid integer NOT NULL,
+        socket text NOT NULL,
+        http text,
+        parallel integer NOT NULL,
+        labels text NOT NULL,
+        version text NOT NULL,
+        started_ms bigint NOT NULL,
+        heartbeat_ms bigint NOT NULL,
+        expires_ms bigint NOT NULL,
+        fenced_until_ms bigint NOT NULL DEFAULT 0
+    ) WITH (fillfactor = 50);
+    CREATE TABLE cluster_leader (
+        only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+        term bigint NOT NULL,
+        node text NOT NULL,
+        instance text NOT NULL,
+        since_ms bigint NOT NULL
+    );",
 ];
 
 /// The schema version this binary writes.

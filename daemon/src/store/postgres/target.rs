@@ -72,6 +72,7 @@ impl Target {
                 error: clean(error),
             },
             StoreError::AlreadyOpen { path } => StoreError::AlreadyOpen { path: clean(path) },
+            fenced @ StoreError::Fenced { .. } => fenced,
         }
     }
 }

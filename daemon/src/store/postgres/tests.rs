@@ -3,6 +3,8 @@
 //! database of its own, created for it and dropped afterwards, even when it fails.
 
 use super::*;
+use std::time::Duration;
+
 use crate::store::TaskWrite;
 use crate::store::conformance::{Fixture, conformance_tests, task};
 
@@ -277,4 +279,133 @@ fn the_group_committer_and_concurrent_readers_share_the_store() {
     let archive = crate::audit::archive::Archive::open(db.data_dir(), store.clone()).unwrap();
     let report = archive.verify().unwrap();
     assert!(report.intact && report.entries == 200, "{report:?}");
+}
+
+/// A node record of instance `instance` named `name` (its home named after it too).
+fn node(name: &str, instance: &str) -> NodeRecord {
+    NodeRecord {
+        name: name.into(),
+        instance: instance.into(),
+        home: format!("test-host:{name}"),
+        host: "test-host".into(),
+        pid: 1,
+        socket: format!("/tmp/{name}.sock"),
+        http: None,
+        parallel: 4,
+        labels: vec!["docker".into()],
+    }
+}
+
+/// A batch that adds queued task `id`.
+fn one_task(id: u64) -> WriteBatch {
+    let queued = orch_protocol::TaskState::Queued {
+        since: chrono::Utc::now(),
+    };
+    WriteBatch {
+        tasks: vec![TaskWrite {
+            task: task(id, 0, queued),
+            previous: None,
+        }],
+        ..WriteBatch::default()
+    }
+}
+
+const MINUTE: std::time::Duration = std::time::Duration::from_secs(60);
+
+#[test]
+fn nodes_share_the_database_and_a_migration_is_kept_out_while_they_use_it() {
+    let db = Database::create();
+    let a = PostgresStore::join(&db.url).unwrap();
+    let b = PostgresStore::join(&db.url).unwrap();
+    let error = PostgresStore::connect(&db.url).err().unwrap();
+    assert!(matches!(error, StoreError::AlreadyOpen { .. }), "{error}");
+    drop((a, b));
+    drop(PostgresStore::connect(&db.url).unwrap());
+}
+
+#[test]
+fn a_name_a_live_instance_renews_is_refused_and_taken_once_its_lease_ran_out() {
+    let db = Database::create();
+    let store = PostgresStore::join(&db.url).unwrap();
+    let first = store.register_node(&node("n1", "i1"), MINUTE).unwrap();
+    assert!(matches!(first, Registration::Registered), "{first:?}");
+    // Another home (host and data directory) under the same name.
+    let mut other = node("n1", "i2");
+    other.home = "other-host:x".into();
+    let second = store.register_node(&other, MINUTE).unwrap();
+    assert!(
+        matches!(&second, Registration::Taken { host, pid: 1 } if host == "test-host"),
+        "{second:?}"
+    );
+    // The first instance's lease runs out (renewed for no time at all).
+    assert!(store.heartbeat("n1", "i1", Duration::ZERO).unwrap().renewed);
+    let again = store.register_node(&other, MINUTE).unwrap();
+    assert!(matches!(again, Registration::Registered), "{again:?}");
+    assert!(!store.heartbeat("n1", "i1", MINUTE).unwrap().renewed);
+    let (_, nodes) = store.cluster().unwrap();
+    assert_eq!(nodes.len(), 1);
+    assert_eq!(
+        (nodes[0].role, nodes[0].labels.clone()),
+        (orch_protocol::NodeRole::Standby, vec!["docker".to_string()])
+    );
+}
+
+#[test]
+fn a_deposed_leader_writes_nothing_and_a_live_one_is_never_replaced() {
+    let db = Database::create();
+    let a = PostgresStore::join(&db.url).unwrap();
+    let b = PostgresStore::join(&db.url).unwrap();
+    a.register_node(&node("a", "ia"), MINUTE).unwrap();
+    b.register_node(&node("b", "ib"), MINUTE).unwrap();
+    assert_eq!(a.try_lead("a", "ia").unwrap(), Some(1));
+    a.fence(1, "ia");
+    a.commit(&one_task(1)).unwrap();
+    assert_eq!(b.try_lead("b", "ib").unwrap(), None, "a's lease runs");
+    let beat = b.heartbeat("b", "ib", MINUTE).unwrap();
+    assert!(beat.leader_alive);
+    assert_eq!(
+        beat.leader.map(|l| (l.term, l.node)),
+        Some((1, "a".to_string()))
+    );
+    // a's lease runs out (a paused leader); b takes over under term 2.
+    a.heartbeat("a", "ia", Duration::ZERO).unwrap();
+    assert_eq!(b.try_lead("b", "ib").unwrap(), Some(2));
+    let refused = a.commit(&one_task(2)).unwrap_err();
+    assert!(
+        matches!(refused, StoreError::Fenced { term: 1 }),
+        "{refused}"
+    );
+    assert!(
+        b.get(2).unwrap().is_none(),
+        "the refused batch left nothing"
+    );
+    assert!(b.get(1).unwrap().is_some());
+    let (leader, nodes) = b.cluster().unwrap();
+    assert_eq!(leader.map(|l| (l.term, l.node)), Some((2, "b".to_string())));
+    let roles: Vec<_> = nodes.iter().map(|n| (n.name.as_str(), n.role)).collect();
+    use orch_protocol::NodeRole::{Down, Leader};
+    assert_eq!(roles, vec![("a", Down), ("b", Leader)]);
+}
+
+#[test]
+fn a_node_restarted_in_its_home_leads_again_at_once_and_no_other_node_before_its_lease() {
+    let db = Database::create();
+    let store = PostgresStore::join(&db.url).unwrap();
+    store.register_node(&node("a", "ia1"), MINUTE).unwrap();
+    store.register_node(&node("b", "ib"), MINUTE).unwrap();
+    assert_eq!(store.try_lead("a", "ia1").unwrap(), Some(1));
+    // a's daemon is killed and started again in the same home: no wait for its lease.
+    let again = store.register_node(&node("a", "ia2"), MINUTE).unwrap();
+    assert!(matches!(again, Registration::Registered), "{again:?}");
+    // b must wait: the dead instance's attempts may run until its lease ends.
+    assert!(store.heartbeat("b", "ib", MINUTE).unwrap().leader_alive);
+    assert_eq!(store.try_lead("b", "ib").unwrap(), None);
+    // a's new instance inherits its supervisor's attempts, and leads again.
+    assert!(!store.heartbeat("a", "ia2", MINUTE).unwrap().leader_alive);
+    assert_eq!(store.try_lead("a", "ia2").unwrap(), Some(2));
+    // Another home under the same name is refused while the name's lease runs.
+    let mut elsewhere = node("a", "ia3");
+    elsewhere.home = "other-host:x".into();
+    let taken = store.register_node(&elsewhere, MINUTE).unwrap();
+    assert!(matches!(taken, Registration::Taken { .. }), "{taken:?}");
 }

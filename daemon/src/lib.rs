@@ -136,60 +136,57 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         &cli.retain_labels,
         cli.retain_events,
     ));
-    let started_at = chrono::Utc::now();
-    // Stopped last, once the engine's writes are done: until then the lease is renewed.
-    let membership_stop = CancellationToken::new();
+    let audit = Arc::new(audit::archive::Archive::open(&data_dir, store.clone())?);
+    // Left last, once the engine's writes are done: until then the lease is renewed.
     let membership = match shared {
-        Some(shared) => {
-            let record = node_record(&cli, &data_dir, &socket_path)?;
-            let lease = cli.node_lease;
-            let membership = tokio::task::spawn_blocking(move || {
-                cluster::Membership::join(shared, record, lease)
-            })
-            .await??;
-            // A node that may lead at once (no live leader, or the leader was this node's
-            // previous daemon) does, before it serves anyone.
-            let membership = tokio::task::spawn_blocking(move || {
-                membership.beat_once();
-                membership
-            })
-            .await?;
-            membership.start(membership_stop.clone(), fatal.clone());
-            let standby = Arc::new(cluster::standby::Standby {
-                membership: membership.clone(),
-                store: store.clone(),
-                limits: limits.clone(),
-                grants: cli.allow_users.iter().copied().collect(),
-                retention: retention.clone(),
-                data_dir: data_dir.clone(),
-                socket: socket_path.clone(),
-                parallel_limit: cli.parallel as usize,
-                started_at,
-                shutdown: shutdown.clone(),
-            });
-            tracing::info!(node = membership.name(), "standing by");
-            let http = http_parts.as_ref().map(|(listener, _)| listener);
-            let term = match membership.part() {
-                cluster::membership::Part::Leading { term } => Some(term),
-                _ => standby.serve(&listener, http).await,
-            };
-            match term {
-                Some(term) => tracing::info!(term, "leading: loading the live state"),
-                None => {
-                    membership_stop.cancel();
-                    if let Some(reason) = membership.stood_down() {
-                        anyhow::bail!("the node stood down: {reason}");
-                    }
-                    membership.leave();
-                    tracing::info!("stopping (standby)");
-                    return Ok(());
-                }
-            }
-            Some(membership)
-        }
+        Some(shared) => Some(join_cluster(&cli, shared, &data_dir, &socket_path, &fatal).await?),
         None => None,
     };
-    let audit = Arc::new(audit::archive::Archive::open(&data_dir, store.clone())?);
+    let common = Common {
+        store: store.clone(),
+        audit: audit.clone(),
+        data_dir: data_dir.clone(),
+        socket: socket_path.clone(),
+        logs_dir: logs_dir.clone(),
+        parallel_limit: cli.parallel as usize,
+        modules_dir: cli.modules_dir(),
+        workspace: cli.workspace()?,
+        grants: cli.allow_users.iter().copied().collect(),
+        limits,
+        started_at: chrono::Utc::now(),
+        cluster: membership.clone(),
+        retention: retention.clone(),
+        shutdown: shutdown.clone(),
+    };
+    let commit_latency = metrics::commit_latency();
+    if let Some(membership) = &membership
+        && !matches!(membership.part(), cluster::membership::Part::Leading { .. })
+    {
+        tracing::info!(node = membership.name(), "standing by");
+        let bus = events::EventBus::default();
+        let testenvs = testenv::TestEnvService::new(
+            testenv_config(&cli, &common),
+            engine::EngineHandle::detached(),
+            Vec::new(),
+        )?;
+        let ctx = common.context(engine::EngineHandle::detached(), bus, testenvs, true);
+        let http = http_parts.as_ref().map(|(listener, tokens)| {
+            let app = http_app(&cli, &ctx, tokens.clone(), commit_latency.clone());
+            (listener, app)
+        });
+        match cluster::standby::serve(ctx, membership, &listener, http).await {
+            Some(term) => tracing::info!(term, "leading: loading the live state"),
+            None => {
+                let leaving = membership.clone();
+                tokio::task::spawn_blocking(move || leaving.leave(false)).await?;
+                if let Some(reason) = membership.stood_down() {
+                    anyhow::bail!("the node stood down: {reason}");
+                }
+                tracing::info!("stopping (standby)");
+                return Ok(());
+            }
+        }
+    }
     let snapshot = store.load()?;
     if snapshot.migration_underway {
         anyhow::bail!(
@@ -202,7 +199,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         queued = snapshot.queue.len(),
         "state loaded"
     );
-    let commit_latency = metrics::commit_latency();
     let observe = commit_latency.clone();
     let (committer, writer) = GroupCommitter::start(
         store.clone(),
@@ -235,19 +231,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let (engine, engine_task) = Engine::start(snapshot, parts)
         .await
         .context("recovering interrupted tasks")?;
-    let modules_dir = cli.modules_dir();
-    let testenvs = testenv::TestEnvService::new(
-        testenv::TestEnvConfig {
-            modules_dir: modules_dir.clone(),
-            nu_binary: cli.nu_binary.clone(),
-            logs_dir: logs_dir.clone(),
-            data_dir: data_dir.clone(),
-            max_envs: cli.max_test_envs as usize,
-            default_ttl: cli.test_env_ttl,
-        },
-        engine.clone(),
-        stored_envs,
-    )?;
+    let testenvs =
+        testenv::TestEnvService::new(testenv_config(&cli, &common), engine.clone(), stored_envs)?;
     // Leftover scripts are stopped now; containers are recovered in the background
     // (requests that need the engine are refused until that is done).
     testenvs.recover();
@@ -262,31 +247,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         audit::retention::daemon(),
         shutdown.clone(),
     );
-    let ctx = Arc::new(ops::Context {
-        store,
-        audit,
-        engine: engine.clone(),
-        bus,
-        data_dir: data_dir.clone(),
-        socket: socket_path.clone(),
-        logs_dir,
-        parallel_limit: cli.parallel as usize,
-        modules_dir,
-        workspace: cli.workspace()?,
-        testenvs,
-        grants: cli.allow_users.iter().copied().collect(),
-        limits,
-        started_at,
-        cluster: membership.clone(),
-        retention,
-        shutdown: shutdown.clone(),
-        leave_running: Default::default(),
-    });
+    let ctx = common.context(engine.clone(), bus, testenvs, false);
     let http = http_parts.map(|(listener, tokens)| {
-        let (bus, store, testenvs) = (&ctx.bus, ctx.store.clone(), ctx.testenvs.clone());
-        let metrics = metrics::Metrics::start(bus, store, testenvs, commit_latency);
-        let open = cli.http_auth == config::HttpAuth::None;
-        let app = http::router(ctx.clone(), tokens, metrics, open);
+        let app = http_app(&cli, &ctx, tokens, commit_latency);
         tokio::spawn(http::serve(listener, app, ctx.clone()))
     });
     tracing::info!(socket = %socket_path.display(), data_dir = %data_dir.display(), pid = std::process::id(), "listening");
@@ -294,7 +257,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(http) = http {
         let _ = http.await;
     }
-    let stood_down = membership.as_ref().and_then(|m| m.stood_down());
+    let stood_down = match &membership {
+        Some(m) if fatal.is_cancelled() => m.stand_down_reason(),
+        _ => None,
+    };
     if let Some(reason) = stood_down {
         anyhow::bail!("the node stood down: {reason}");
     }
@@ -322,11 +288,110 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             "store closed"
         );
     }
-    membership_stop.cancel();
-    if let Some(membership) = &membership {
-        membership.leave();
+    if let Some(membership) = membership {
+        tokio::task::spawn_blocking(move || membership.leave(leave_running)).await?;
     }
     Ok(())
+}
+
+/// Joins the cluster of the shared store `shared` as this daemon's node and starts its
+/// membership (`fatal` is cancelled when the node stands down). A node
+/// that may lead at once (no live leader, or the leader was this node's previous daemon)
+/// does before it serves anyone.
+async fn join_cluster(
+    cli: &Cli,
+    shared: Arc<PostgresStore>,
+    data_dir: &Path,
+    socket: &Path,
+    fatal: &CancellationToken,
+) -> anyhow::Result<Arc<cluster::Membership>> {
+    let record = node_record(cli, data_dir, socket)?;
+    let lease = cli.node_lease;
+    let membership = tokio::task::spawn_blocking(move || {
+        let membership = cluster::Membership::join(shared, record, lease)?;
+        membership.beat_once();
+        Ok::<_, cluster::ClusterError>(membership)
+    })
+    .await??;
+    membership.start(fatal.clone());
+    Ok(membership)
+}
+
+/// What every context of the daemon holds, whatever its part in a cluster.
+struct Common {
+    store: Arc<dyn Store>,
+    audit: Arc<audit::archive::Archive>,
+    data_dir: std::path::PathBuf,
+    socket: std::path::PathBuf,
+    logs_dir: std::path::PathBuf,
+    parallel_limit: usize,
+    modules_dir: std::path::PathBuf,
+    workspace: std::path::PathBuf,
+    grants: std::collections::HashMap<u32, policy::Role>,
+    limits: Arc<server::limits::Limits>,
+    started_at: chrono::DateTime<chrono::Utc>,
+    cluster: Option<Arc<cluster::Membership>>,
+    retention: Arc<retention::Policy>,
+    shutdown: CancellationToken,
+}
+
+impl Common {
+    /// The operations' context with `engine`, `bus` and `testenvs` (a standby's when
+    /// `standby`).
+    fn context(
+        &self,
+        engine: engine::EngineHandle,
+        bus: events::EventBus,
+        testenvs: Arc<testenv::TestEnvService>,
+        standby: bool,
+    ) -> Arc<ops::Context> {
+        Arc::new(ops::Context {
+            store: self.store.clone(),
+            audit: self.audit.clone(),
+            engine,
+            bus,
+            data_dir: self.data_dir.clone(),
+            socket: self.socket.clone(),
+            logs_dir: self.logs_dir.clone(),
+            parallel_limit: self.parallel_limit,
+            modules_dir: self.modules_dir.clone(),
+            workspace: self.workspace.clone(),
+            testenvs,
+            grants: self.grants.clone(),
+            limits: self.limits.clone(),
+            started_at: self.started_at,
+            cluster: self.cluster.clone(),
+            standby,
+            retention: self.retention.clone(),
+            shutdown: self.shutdown.clone(),
+            leave_running: Default::default(),
+        })
+    }
+}
+
+/// The test environments' settings.
+fn testenv_config(cli: &Cli, common: &Common) -> testenv::TestEnvConfig {
+    testenv::TestEnvConfig {
+        modules_dir: common.modules_dir.clone(),
+        nu_binary: cli.nu_binary.clone(),
+        logs_dir: common.logs_dir.clone(),
+        data_dir: common.data_dir.clone(),
+        max_envs: cli.max_test_envs as usize,
+        default_ttl: cli.test_env_ttl,
+    }
+}
+
+/// The HTTP router over `ctx`, with its metrics.
+fn http_app(
+    cli: &Cli,
+    ctx: &Arc<ops::Context>,
+    tokens: Arc<http::auth::Tokens>,
+    commit_latency: prometheus_client::metrics::histogram::Histogram,
+) -> axum::Router {
+    let (bus, store, testenvs) = (&ctx.bus, ctx.store.clone(), ctx.testenvs.clone());
+    let metrics = metrics::Metrics::start(bus, store, testenvs, commit_latency);
+    let open = cli.http_auth == config::HttpAuth::None;
+    http::router(ctx.clone(), tokens, metrics, open)
 }
 
 /// What this daemon registers about itself as a node of its cluster.

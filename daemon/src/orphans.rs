@@ -34,6 +34,12 @@ pub fn kill_leftovers(data_dir: &Path, tasks: &HashSet<TaskId>) -> usize {
     kill_marked(data_dir, TASK_ENV, |task| tasks.contains(&task))
 }
 
+/// Kills (SIGKILL) every task process of the daemon whose data directory is `data_dir`
+/// (a supervisor whose node lost its lease). Returns how many were killed.
+pub fn kill_task_processes(data_dir: &Path) -> usize {
+    kill_marked(data_dir, TASK_ENV, |_| true)
+}
+
 /// Kills (SIGKILL) every test-environment script (install, probe, test: `nu` and what it
 /// started) left by a previous daemon whose data directory is `data_dir`. At start no
 /// such script of this daemon can be running yet, so every one found is a leftover.

@@ -25,11 +25,17 @@ struct Cluster {
 
 impl Cluster {
     fn start(extra: &[&str]) -> Cluster {
+        Cluster::start_with_http(extra, None)
+    }
+
+    /// Three nodes; node number `http.0` (1 to 3) also serves HTTP on port `http.1`.
+    fn start_with_http(extra: &[&str], http: Option<(usize, u16)>) -> Cluster {
         let db = TestDatabase::create();
         let url = db.url();
         let nodes = (1..=3)
             .map(|n| {
                 let name = format!("n{n}");
+                let port = http.filter(|(on, _)| *on == n).map(|(_, p)| p.to_string());
                 let mut args = vec![
                     "--storage-type",
                     "postgres",
@@ -41,6 +47,9 @@ impl Cluster {
                     LEASE,
                 ];
                 args.extend_from_slice(extra);
+                if let Some(port) = &port {
+                    args.extend(["--port", port.as_str()]);
+                }
                 let daemon = Daemon::start(&args);
                 if n == 1 {
                     // The first node leads before the others join.
@@ -189,8 +198,9 @@ fn final_attempts(nu: &Nu, label: &str, n: usize) -> BTreeMap<u64, u32> {
 }
 
 #[test]
-fn standbys_answer_health_and_the_cluster_and_refuse_changes_naming_the_leader() {
-    let cluster = Cluster::start(&[]);
+fn standbys_serve_reads_and_watches_and_refuse_changes_naming_the_leader() {
+    let port = orch_e2e::free_port();
+    let cluster = Cluster::start_with_http(&[], Some((2, port)));
     let standby = cluster.nodes[1].nu();
     assert_eq!(role(&standby), "standby");
     let nodes = standby.json("orch cluster nodes | select name role term parallel");
@@ -207,14 +217,57 @@ fn standbys_answer_health_and_the_cluster_and_refuse_changes_naming_the_leader()
         refused.contains("node n2 is a standby") && refused.contains("node n1 leads (term 1"),
         "{refused}"
     );
+    // A wait on the standby follows a task the leader runs, from the shared event log.
     let leader = cluster.nodes[0].nu();
+    let gate = cluster.nodes[0].dir().join("go");
+    let id = leader.json(&format!(
+        "orch submit --label gated [sh -c 'while [ ! -e {} ]; do sleep 0.05; done'] | get id",
+        gate.display()
+    ));
+    let waiting = standby.spawn(&format!(
+        "orch wait --timeout 1min {id} | get status | to json"
+    ));
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::write(&gate, "").unwrap();
+    let out = waiting.wait_with_output().unwrap();
+    let statuses: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(statuses, serde_json::json!(["succeeded"]), "{out:?}");
+    // Reads of the shared store, on any node.
     assert_eq!(
-        leader.json("orch submit --wait true | get status"),
+        standby.json(&format!("orch task {id} | get status")),
         "succeeded"
     );
-    // Reads of the shared store are the leader's, and every node sees the same counts.
+    assert_eq!(standby.json("orch tasks --label gated | length"), 1);
     assert_eq!(standby.json("orch health | get tasks.succeeded"), 1);
+    assert_eq!(standby.json("orch audit verify | get intact"), true);
     assert_eq!(leader.json("orch health | get cluster.nodes_up"), 3);
+    // Over HTTP too: reads answer, changes get 503 naming the leader.
+    let viewer = orch_e2e::http::token(&cluster.nodes[1], "viewer");
+    let operator = orch_e2e::http::token(&cluster.nodes[1], "operator");
+    let get = |path: &str, token: &str| {
+        let out = std::process::Command::new("curl")
+            .args(["-s", "-w", "\n%{http_code}", "-H"])
+            .arg(format!("Authorization: Bearer {token}"))
+            .arg(format!("http://127.0.0.1:{port}{path}"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let tasks = get("/tasks?label=gated", &viewer);
+    assert!(
+        tasks.ends_with("\n200") && tasks.contains("succeeded"),
+        "{tasks}"
+    );
+    let cluster_view = get("/cluster", &viewer);
+    assert!(
+        cluster_view.contains("\"leader\"") && cluster_view.ends_with("\n200"),
+        "{cluster_view}"
+    );
+    let envs = get("/test/environments", &operator);
+    assert!(
+        envs.ends_with("\n503") && envs.contains("node n1 leads"),
+        "{envs}"
+    );
 }
 
 #[test]

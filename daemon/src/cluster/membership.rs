@@ -68,6 +68,10 @@ pub struct Membership {
     fence: watch::Sender<Option<tokio::time::Instant>>,
     /// Why the node stood down, once it has.
     stood_down: Mutex<Option<String>>,
+    /// Stops the membership thread.
+    stop: CancellationToken,
+    /// The membership thread, once started.
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl Membership {
@@ -97,6 +101,14 @@ impl Membership {
                 Registration::Taken { .. } => std::thread::sleep(Duration::from_millis(200)),
             }
         }
+        // A leader paused inside a write transaction holds a lock a takeover waits for:
+        // the server ends such a session once it has been idle for the lease.
+        store
+            .end_idle_transactions_after(lease)
+            .map_err(|source| ClusterError::Store {
+                name: record.name.clone(),
+                source,
+            })?;
         tracing::info!(node = %record.name, lease = ?lease, "joined the cluster");
         Ok(Arc::new(Membership {
             store,
@@ -105,6 +117,8 @@ impl Membership {
             part: watch::Sender::new(Part::Standby { leader: None }),
             fence: watch::Sender::new(None),
             stood_down: Mutex::new(None),
+            stop: CancellationToken::new(),
+            thread: Mutex::new(None),
         }))
     }
 
@@ -113,17 +127,22 @@ impl Membership {
         &self.record.name
     }
 
-    /// Starts the membership thread; it runs until `stop` is cancelled, and cancels
+    /// Starts the membership thread; it runs until [`Self::leave`], and cancels
     /// `stand_down` when the node must stop (deposed, or its lease lost while leading).
-    pub fn start(self: &Arc<Self>, stop: CancellationToken, stand_down: CancellationToken) {
+    pub fn start(self: &Arc<Self>, stand_down: CancellationToken) {
         let membership = self.clone();
         let token = stand_down.clone();
         let spawned = std::thread::Builder::new()
             .name("cluster-membership".into())
-            .spawn(move || membership.run(&stop, &token));
-        if let Err(e) = spawned {
-            self.stand_down(&format!("cannot start its membership thread: {e}"));
-            stand_down.cancel();
+            .spawn(move || membership.run(&token));
+        match spawned {
+            Ok(thread) => {
+                *self.thread.lock().unwrap_or_else(PoisonError::into_inner) = Some(thread)
+            }
+            Err(e) => {
+                self.stand_down(&format!("cannot start its membership thread: {e}"));
+                stand_down.cancel();
+            }
         }
     }
 
@@ -156,6 +175,27 @@ impl Membership {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// Why the node stood down, or (when its store refused a write before its heartbeat
+    /// noticed) why it must: the leadership it lost, as the store has it now.
+    pub fn stand_down_reason(&self) -> Option<String> {
+        if let Some(reason) = self.stood_down() {
+            return Some(reason);
+        }
+        let Part::Leading { term } = self.part() else {
+            return None;
+        };
+        let reason = match self.store.cluster() {
+            Ok((Some(leader), _)) if leader.term != term => format!(
+                "deposed: node {} (term {}) took over the leadership it held in term {term}",
+                leader.node, leader.term
+            ),
+            Ok(_) => format!("its lease ran out while it led in term {term}"),
+            Err(e) => format!("its leadership (term {term}) cannot be read: {e}"),
+        };
+        self.stand_down(&reason);
+        Some(reason)
     }
 
     /// Every node and the leadership, as the store has them.
@@ -215,13 +255,28 @@ impl Membership {
         }
     }
 
-    /// Removes the node's row (a clean stop), unless it stood down.
-    pub fn leave(&self) {
+    /// Stops the membership thread (waiting for its last call), then ends the node's
+    /// lease at once, unless it stood down; `attempts_left` when the stop leaves running
+    /// attempts to the supervisor (no other node takes over before they are stopped).
+    /// Blocks for up to one heartbeat.
+    pub fn leave(&self, attempts_left: bool) {
+        self.stop.cancel();
+        let thread = self
+            .thread
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(thread) = thread {
+            let _ = thread.join();
+        }
         if self.stood_down().is_some() {
             return;
         }
-        if let Err(e) = self.store.leave(&self.record.name, &self.record.instance) {
-            tracing::warn!(error = %e, "cannot remove the node from the cluster; its lease runs out");
+        let left = self
+            .store
+            .leave(&self.record.name, &self.record.instance, attempts_left);
+        if let Err(e) = left {
+            tracing::warn!(error = %e, "cannot end the node's lease; it runs out by itself");
         }
     }
 
@@ -234,9 +289,11 @@ impl Membership {
             .heartbeat(&self.record.name, &self.record.instance, self.lease);
         match beat {
             Ok(beat) => {
-                self.renewed(sent);
-                if let Some(reason) = self.after_beat(beat) {
-                    tracing::warn!(%reason, "the first heartbeat");
+                let renewed = beat.renewed;
+                match self.after_beat(beat) {
+                    Some(reason) => tracing::warn!(%reason, "the first heartbeat"),
+                    None if renewed => self.renewed(sent),
+                    None => {}
                 }
             }
             Err(e) => tracing::warn!(error = %e, "the first heartbeat failed; trying again"),
@@ -244,10 +301,10 @@ impl Membership {
     }
 
     /// The membership thread's loop.
-    fn run(&self, stop: &CancellationToken, stand_down: &CancellationToken) {
+    fn run(&self, stand_down: &CancellationToken) {
         let tick = self.lease / 10;
         let mut renewed_at = Instant::now();
-        while !stop.is_cancelled() && !stand_down.is_cancelled() {
+        while !self.stop.is_cancelled() && !stand_down.is_cancelled() {
             let sent = Instant::now();
             let beat = self
                 .store
@@ -255,9 +312,13 @@ impl Membership {
             let leading = matches!(self.part(), Part::Leading { .. });
             let reason = match beat {
                 Ok(beat) => {
-                    renewed_at = sent;
-                    self.renewed(sent);
-                    self.after_beat(beat)
+                    let renewed = beat.renewed;
+                    let reason = self.after_beat(beat);
+                    if renewed && reason.is_none() {
+                        renewed_at = sent;
+                        self.renewed(sent);
+                    }
+                    reason
                 }
                 Err(e) if leading && renewed_at.elapsed() >= self.lease => Some(format!(
                     "its lease ran out: the store did not renew it for {:?} ({e})",
@@ -310,6 +371,17 @@ impl Membership {
                     "deposed: {by} took over the leadership it held in term {term}"
                 ))
             }
+            // A takeover whose answer was lost (a timeout) made this node the leader.
+            Part::Standby { .. }
+                if beat
+                    .leader
+                    .as_ref()
+                    .is_some_and(|l| l.instance == self.record.instance) =>
+            {
+                let term = beat.leader.map_or(0, |l| l.term);
+                self.lead(term);
+                None
+            }
             Part::Standby { .. } if !beat.leader_alive => self.elect(),
             Part::Standby { .. } => {
                 self.part.send_replace(Part::Standby {
@@ -328,15 +400,18 @@ impl Membership {
             .store
             .try_lead(&self.record.name, &self.record.instance)
         {
-            Ok(Some(term)) => {
-                self.store.fence(term, &self.record.instance);
-                tracing::info!(node = %self.record.name, term, "took the leadership");
-                self.part.send_replace(Part::Leading { term });
-            }
+            Ok(Some(term)) => self.lead(term),
             Ok(None) => {}
             Err(e) => tracing::warn!(error = %e, "the election failed; trying again"),
         }
         None
+    }
+
+    /// This node leads in `term`: the store is fenced by it before anyone is told.
+    fn lead(&self, term: u64) {
+        self.store.fence(term, &self.record.instance);
+        tracing::info!(node = %self.record.name, term, "took the leadership");
+        self.part.send_replace(Part::Leading { term });
     }
 
     /// Records why the node stands down.

@@ -41,7 +41,7 @@ pub fn parse_node_name(name: &str) -> Result<String, String> {
     Ok(name.to_string())
 }
 
-/// Parses `--label`: like a node name, and may hold one `=` (`region=eu-west`) or `/`.
+/// Parses `--label`: like a node name, and may also hold `=` and `/` (`region=eu-west`).
 pub fn parse_label(label: &str) -> Result<String, String> {
     let valid = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '=' | '/');
     if label.is_empty() || label.len() > MAX_NAME {

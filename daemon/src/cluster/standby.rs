@@ -1,167 +1,86 @@
-//! What a node answers while another node leads: `health` (with its part in the
-//! cluster), `cluster` (every node and the leader) and `shutdown` on the socket; every
-//! other request, and every HTTP request, is refused as unavailable, naming the leader to
-//! ask instead. The same listeners then serve the daemon in full once the node leads.
+//! A node while another leads: it serves the reads of the shared store (tasks, workflows,
+//! events and watches, the audit log), its health, the cluster and its own stop, on its
+//! socket and its HTTP port, through the same operations as the leader; every other
+//! request is refused as unavailable, naming the leader and its socket
+//! ([`crate::ops::Context::not_leader`]). Its event bus is fed from the store's event log
+//! (polled), so that watches and waits on a standby follow the leader's work. The same
+//! listeners then serve the daemon in full once the node leads.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
-use orch_protocol::{ErrorKind, ErrorReply, HealthReport, PROTOCOL_VERSION, Request, Response};
 use tokio::net::{TcpListener, UnixListener};
-
 use tokio_util::sync::CancellationToken;
 
 use super::Membership;
-use crate::policy::Role;
-use crate::server::Connection;
-use crate::server::limits::Limits;
+use crate::events::EventBus;
+use crate::ops::Context;
 use crate::store::Store;
 
-/// What a standby node answers with.
-pub struct Standby {
-    /// The node.
-    pub membership: Arc<Membership>,
-    /// The shared store (counts for the health report).
-    pub store: Arc<dyn Store>,
-    /// Connection limits.
-    pub limits: Arc<Limits>,
-    /// Other local users allowed on the socket (`--allow-user`).
-    pub grants: HashMap<u32, Role>,
-    /// The retention policy, for the health report.
-    pub retention: Arc<crate::retention::Policy>,
-    /// The data directory.
-    pub data_dir: PathBuf,
-    /// The socket.
-    pub socket: PathBuf,
-    /// `--parallel`.
-    pub parallel_limit: usize,
-    /// When the daemon started.
-    pub started_at: chrono::DateTime<chrono::Utc>,
-    /// Cancelled to stop the daemon (a `shutdown` request, a signal).
-    pub shutdown: CancellationToken,
+/// How often a standby reads the events the leader committed.
+const EVENT_POLL: Duration = Duration::from_millis(200);
+
+/// The largest number of events read at a time.
+const EVENT_PAGE: usize = 1000;
+
+/// Serves `ctx` (a standby's context) on `socket` and on `http` (its router and listener)
+/// until the node leads (its term) or the daemon stops (`None`).
+pub async fn serve(
+    ctx: Arc<Context>,
+    membership: &Arc<Membership>,
+    socket: &UnixListener,
+    http: Option<(&TcpListener, axum::Router)>,
+) -> Option<u64> {
+    let leading = CancellationToken::new();
+    let done = leading.clone();
+    let (waiting, stop) = (membership.clone(), ctx.shutdown.clone());
+    let elected = tokio::spawn(async move {
+        let term = waiting.until_leading(&stop).await;
+        done.cancel();
+        term
+    });
+    let events = tokio::spawn(follow_events(
+        ctx.store.clone(),
+        ctx.bus.clone(),
+        leading.clone(),
+    ));
+    let on_http = async {
+        if let Some((listener, app)) = http {
+            crate::http::serve_until(listener, app, ctx.limits.clone(), leading.clone()).await;
+        }
+    };
+    tokio::join!(
+        crate::server::serve_until(socket, ctx.clone(), leading.clone()),
+        on_http
+    );
+    let _ = events.await;
+    elected.await.ok().flatten()
 }
 
-impl Standby {
-    /// Answers on `socket` (and `http`) until the node leads (its term) or the daemon
-    /// stops (`None`).
-    pub async fn serve(
-        self: Arc<Self>,
-        socket: &UnixListener,
-        http: Option<&TcpListener>,
-    ) -> Option<u64> {
-        let leading = CancellationToken::new();
-        let done = leading.clone();
-        let standby = self.clone();
-        let elected = tokio::spawn(async move {
-            let term = standby.membership.until_leading(&standby.shutdown).await;
-            done.cancel();
-            term
-        });
-        let slots = || {
-            Arc::new(tokio::sync::Semaphore::new(
-                self.limits.max_socket_connections,
-            ))
-        };
-        let on_socket = crate::server::limits::accept_until(
-            socket,
-            leading.clone(),
-            slots(),
-            "socket",
-            |stream| self.clone().answer(stream),
-            drop,
-        );
-        let on_http = async {
-            if let Some(http) = http {
-                let standby = self.clone();
-                let app = axum::Router::new().fallback(move || {
-                    let reply = standby.refusal();
-                    std::future::ready(crate::http::error::ApiError::from(reply))
-                });
-                crate::http::serve_until(http, app, self.limits.clone(), leading.clone()).await;
-            }
-        };
-        tokio::join!(on_socket, on_http);
-        elected.await.ok().flatten()
-    }
-
-    /// Serves one socket client.
-    async fn answer(self: Arc<Self>, stream: tokio::net::UnixStream) {
-        let Some(mut conn) =
-            crate::server::open_connection(stream, &self.grants, &self.limits).await
-        else {
+/// Publishes on `bus` the events the store gains, from its last one now, until `stop`.
+async fn follow_events(store: Arc<dyn Store>, bus: EventBus, stop: CancellationToken) {
+    let mut last = match store.last_event_seq() {
+        Ok(seq) => seq,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the event log: a standby's watches see no new events");
             return;
-        };
-        while let Some(request) = crate::server::next_request(&mut conn).await {
-            let sent = match request {
-                Ok(request) => self.respond(&mut conn, request).await,
-                Err(reply) => conn.send(&Response::Error(reply)).await,
-            };
-            if sent.is_err() {
-                return;
+        }
+    };
+    let mut every = tokio::time::interval(EVENT_POLL);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = every.tick() => {}
+        }
+        let read = tokio::task::block_in_place(|| store.events_after(last, EVENT_PAGE));
+        match read {
+            Ok(events) if events.is_empty() => {}
+            Ok(events) => {
+                last = events.last().map_or(last, |e| e.seq);
+                bus.publish(events);
             }
+            Err(e) => tracing::warn!(error = %e, "cannot read the event log; trying again"),
         }
-    }
-
-    /// Answers one request.
-    async fn respond(&self, conn: &mut Connection, request: Request) -> std::io::Result<()> {
-        if let Err(reply) = crate::server::check_access(conn, &request) {
-            return conn.send(&Response::Error(reply)).await;
-        }
-        let answer = match request {
-            Request::Health => self.health().map(Response::Health),
-            Request::Cluster => self
-                .membership
-                .view()
-                .map(Response::Cluster)
-                .map_err(|e| ErrorReply::new(ErrorKind::Internal, e.to_string())),
-            Request::Shutdown | Request::Handover => {
-                tracing::info!(
-                    uid = conn.actor.uid,
-                    "shutdown requested by a client (standby)"
-                );
-                let sent = conn.send(&Response::ShuttingDown).await;
-                self.shutdown.cancel();
-                return sent;
-            }
-            _ => Err(self.refusal()),
-        };
-        match answer {
-            Ok(response) => conn.send(&response).await,
-            Err(reply) => conn.send(&Response::Error(reply)).await,
-        }
-    }
-
-    /// The node's health report.
-    fn health(&self) -> Result<HealthReport, ErrorReply> {
-        let internal =
-            |e: crate::store::StoreError| ErrorReply::new(ErrorKind::Internal, e.to_string());
-        let counts = self.store.count_by_status().map_err(internal)?;
-        let removed = self.store.events_removed_through().map_err(internal)?;
-        Ok(HealthReport {
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            protocol: PROTOCOL_VERSION,
-            pid: std::process::id(),
-            started_at: self.started_at,
-            data_dir: self.data_dir.clone(),
-            socket: self.socket.clone(),
-            storage: self.store.backend_name().to_string(),
-            parallel_limit: self.parallel_limit,
-            counts: counts.into_iter().collect(),
-            retention: self.retention.report(removed),
-            cluster: Some(self.membership.health().map_err(internal)?),
-        })
-    }
-
-    /// Why a request other than health and cluster is refused here.
-    fn refusal(&self) -> ErrorReply {
-        ErrorReply::new(
-            ErrorKind::Unavailable,
-            format!(
-                "node {} is a standby of its cluster: it answers only health and cluster requests; {}. Ask the leader",
-                self.membership.name(),
-                self.membership.leader_summary()
-            ),
-        )
     }
 }

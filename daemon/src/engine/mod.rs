@@ -170,6 +170,13 @@ pub struct EngineHandle {
 }
 
 impl EngineHandle {
+    /// A handle to no engine (a standby's, whose operations never reach it): every
+    /// request is refused as unavailable.
+    pub fn detached() -> EngineHandle {
+        let (sender, _) = mpsc::unbounded_channel();
+        EngineHandle { sender }
+    }
+
     /// Sends a command and waits for the answer carried by its reply channel.
     pub async fn request<T>(
         &self,

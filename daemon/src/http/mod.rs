@@ -48,11 +48,13 @@ pub fn router(ctx: Arc<Context>, tokens: Arc<Tokens>, metrics: Arc<Metrics>, ope
         tokens: tokens.clone(),
     };
     let limits = ctx.limits.clone();
+    // A standby serves only its part; the rest falls to the refusal naming the leader.
+    let serves = |op: &Operation| !ctx.standby || op.served_on_standby();
     let public = table_router(|op, route| {
-        (op.access == Access::Anyone).then(|| routes::bind(route.id, route.method))
+        (op.access == Access::Anyone && serves(op)).then(|| routes::bind(route.id, route.method))
     });
     let protected = table_router(|op, route| {
-        (op.access != Access::Anyone).then(|| {
+        (op.access != Access::Anyone && serves(op)).then(|| {
             routes::bind(route.id, route.method)
                 .route_layer(from_fn_with_state(limits.clone(), guard::buffer_body))
                 .route_layer(from_fn_with_state(op.access, guard::authorize))
@@ -61,9 +63,14 @@ pub fn router(ctx: Arc<Context>, tokens: Arc<Tokens>, metrics: Arc<Metrics>, ope
     .layer(axum::Extension(tokens))
     .layer(axum::Extension(metrics))
     .layer(from_fn_with_state(shim, guard::authenticate));
-    public
-        .merge(protected)
-        .fallback(guard::not_found)
+    let routed = public.merge(protected);
+    let routed = if ctx.standby {
+        let standby = ctx.clone();
+        routed.fallback(move || std::future::ready(error::ApiError::from(standby.not_leader())))
+    } else {
+        routed.fallback(guard::not_found)
+    };
+    routed
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .with_state(ctx)
 }

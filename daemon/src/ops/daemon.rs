@@ -43,9 +43,14 @@ pub fn extensions(ctx: &Context) -> ExtensionsReport {
 }
 
 /// `Shutdown`: records who stops the daemon in the audit log (durable before the stop
-/// begins; the caller then answers and cancels [`Context::shutdown`]).
+/// begins; the caller then answers and cancels [`Context::shutdown`]); a standby's stop
+/// is only logged.
 pub async fn record_shutdown(ctx: &Context, actor: Actor) -> Result<(), AppError> {
     tracing::info!(uid = actor.uid, "shutdown requested by a client");
+    if ctx.standby {
+        // A standby writes nothing to the shared store (its audit log is the leader's).
+        return Ok(());
+    }
     let record = AuditRecord::new(
         actor,
         "shutdown",

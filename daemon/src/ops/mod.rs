@@ -73,7 +73,27 @@ pub struct Context {
     pub shutdown: CancellationToken,
     /// This node of its cluster (`--storage-type postgres`); none on redb.
     pub cluster: Option<Arc<crate::cluster::Membership>>,
+    /// True on a standby node of a cluster: only the operations a standby serves
+    /// ([`Operation::served_on_standby`]) are run; the others are refused, naming the leader.
+    pub standby: bool,
     /// Set (before `shutdown` is cancelled) when the stop leaves running attempts to
     /// the supervisor.
     pub leave_running: std::sync::atomic::AtomicBool,
+}
+
+impl Context {
+    /// The refusal of an operation a standby does not serve: unavailable here, with the
+    /// leader to ask (its name, term and socket).
+    pub fn not_leader(&self) -> orch_protocol::ErrorReply {
+        let (node, leader) = match &self.cluster {
+            Some(m) => (m.name().to_string(), m.leader_summary()),
+            None => ("this node".into(), "no node leads".into()),
+        };
+        orch_protocol::ErrorReply::new(
+            orch_protocol::ErrorKind::Unavailable,
+            format!(
+                "node {node} is a standby of its cluster: it serves reads (tasks, workflows, events, the audit log), health and the cluster, not this request; {leader}. Ask the leader"
+            ),
+        )
+    }
 }

@@ -341,6 +341,38 @@ pub fn for_request(kind: K) -> &'static Operation {
         .expect("every request kind has its row (a unit test checks)")
 }
 
+/// The operations a standby node of a cluster serves itself: reads of the shared store,
+/// of the files every node has (the extensions, the topologies, the plan they give), its
+/// health, the cluster, and its own stop. Every other one is the leader's (its test
+/// environments, task logs and metrics are the leader's own too).
+const ON_STANDBY: &[&str] = &[
+    "health",
+    "cluster",
+    "openapi",
+    "tasks.list",
+    "tasks.get",
+    "tasks.wait",
+    "events.watch",
+    "workflows.plan",
+    "workflows.list",
+    "workflows.get",
+    "extensions",
+    "envs.topologies",
+    "audit.list",
+    "audit.verify",
+    "audit.segments",
+    "daemon.shutdown",
+    "daemon.handover",
+];
+
+impl Operation {
+    /// Whether a standby node serves this operation itself (else it refuses it, naming
+    /// the leader).
+    pub fn served_on_standby(&self) -> bool {
+        ON_STANDBY.contains(&self.name)
+    }
+}
+
 /// Every HTTP route, with its operation.
 pub fn routes() -> impl Iterator<Item = (&'static Operation, &'static Route)> {
     OPERATIONS

@@ -69,12 +69,13 @@ pub(super) enum ToSupervisor {
         /// Which attempt.
         attempt: u32,
     },
-    /// The node's lease (a daemon of a cluster) lets attempts run this much longer: past
-    /// it without a later fence, every running attempt is killed and reported
-    /// interrupted, and launches are refused. Each connection starts unfenced.
+    /// The node's lease (a daemon of a cluster) lets attempts run until then: past it
+    /// without a later fence, every running attempt is killed and reported interrupted,
+    /// and launches are refused. Each connection starts unfenced.
     Fence {
-        /// How long from now, in milliseconds.
-        valid_for_ms: u64,
+        /// The moment, by the host's monotonic clock ([`monotonic_ms`]): a fence read late
+        /// (sent before the daemon was paused) renews nothing.
+        until_monotonic_ms: u64,
     },
 }
 
@@ -163,6 +164,22 @@ impl EndedAttempt {
             EndedKind::NotStarted(reason) => ReportKind::NotStarted(reason),
         }
     }
+}
+
+/// The host's monotonic clock (CLOCK_MONOTONIC) in milliseconds: the same in the daemon
+/// and its supervisor, unlike each process's own `Instant`s, and never stepped.
+pub(super) fn monotonic_ms() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime(2) writes the time into the struct we own.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now);
+    }
+    let secs = u64::try_from(now.tv_sec).unwrap_or(0);
+    let nanos = u64::try_from(now.tv_nsec).unwrap_or(0);
+    secs * 1000 + nanos / 1_000_000
 }
 
 /// True when the peer of `stream` runs as this process's user: the daemon and its

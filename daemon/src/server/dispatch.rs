@@ -37,6 +37,9 @@ pub async fn dispatch(
     if let Err(reply) = check_access(conn, &request) {
         return conn.send(&Response::Error(reply)).await;
     }
+    if ctx.standby && !ops::for_request(RequestKind::of(&request)).served_on_standby() {
+        return conn.send(&Response::Error(ctx.not_leader())).await;
+    }
     let actor = conn.actor.clone();
     let answer = match request {
         Request::Health => ops::daemon::health(ctx).map(Response::Health),

@@ -24,12 +24,23 @@ use crate::policy::{Role, socket_role};
 /// `--max-socket-connections` at once: past it a client is refused with an error naming
 /// the cap.
 pub async fn serve(listener: UnixListener, ctx: Arc<Context>) {
+    let until = ctx.shutdown.clone();
+    serve_until(&listener, ctx, until).await;
+}
+
+/// Like [`serve`], on a listener that stays open, until `until` is cancelled (a standby
+/// serves until it leads).
+pub async fn serve_until(
+    listener: &UnixListener,
+    ctx: Arc<Context>,
+    until: tokio_util::sync::CancellationToken,
+) {
     let slots = Arc::new(tokio::sync::Semaphore::new(
         ctx.limits.max_socket_connections,
     ));
     limits::accept_until(
-        &listener,
-        ctx.shutdown.clone(),
+        listener,
+        until,
         slots,
         "socket",
         |stream| serve_connection(stream, ctx.clone()),

@@ -49,7 +49,7 @@ pub enum StoreError {
     /// A write of a node that no longer holds the leadership of its cluster (another node
     /// took over): refused, nothing written.
     #[error(
-        "refused: this node led the cluster in term {term}, but another node has taken over since; it writes nothing more"
+        "refused: this node led the cluster in term {term}, but another node has taken over since, or its lease ran out; it writes nothing more"
     )]
     Fenced {
         /// The term this node held.

@@ -54,8 +54,9 @@ fn send_fence(link: &Link, deadline: Option<tokio::time::Instant>) -> bool {
         return true;
     };
     let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-    let valid_for_ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
-    match line_of(&ToSupervisor::Fence { valid_for_ms }) {
+    let left_ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
+    let until_monotonic_ms = wire::monotonic_ms().saturating_add(left_ms);
+    match line_of(&ToSupervisor::Fence { until_monotonic_ms }) {
         Ok(line) => link.to.send(line).is_ok(),
         Err(_) => false,
     }

@@ -22,9 +22,11 @@
 //! connection close and stops what they left running by their markers (see
 //! [`crate::orphans`]); a daemon that starts after both died does the same.
 
+mod fence;
 mod state;
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt as _, BufReader};
@@ -127,7 +129,9 @@ async fn supervise(data_dir: &Path) -> Result<(), SuperviseError> {
     let _ = announce(wire::READY);
     let (ended_tx, mut ended) = mpsc::unbounded_channel();
     let (reports_tx, mut reports) = mpsc::unbounded_channel();
-    let mut state = Supervisor::new(dir, ended_tx, reports_tx);
+    let fence = Arc::new(fence::Fence::default());
+    tokio::spawn(fence.clone().watch(data_dir.to_path_buf()));
+    let mut state = Supervisor::new(dir, fence, ended_tx, reports_tx);
     let (from_daemon, mut commands) = mpsc::unbounded_channel();
     let mut check = tokio::time::interval(CHECK_EVERY);
     loop {
@@ -144,17 +148,16 @@ async fn supervise(data_dir: &Path) -> Result<(), SuperviseError> {
                 tokio::spawn(listen(reader, state.link_number(), from_daemon.clone()));
             }
             Some(report) = reports.recv() => state.progress(report).await,
-            Some((key, kind)) = ended.recv() => state.ended(key, kind).await,
+            Some(end) = ended.recv() => state.ended(end).await,
             Some(command) = commands.recv() => match command {
                 FromDaemon::Says(n, message) if n == state.link_number() => state.obey(message),
                 FromDaemon::Unreadable(n, key, error) if n == state.link_number() => {
                     let outcome = orch_protocol::AttemptOutcome::SpawnFailed { error };
-                    state.ended(key, ReportKind::Exited(outcome)).await;
+                    state.ended((key, ReportKind::Exited(outcome), wire::monotonic_ms())).await;
                 }
                 FromDaemon::Says(..) | FromDaemon::Unreadable(..) => {}
                 FromDaemon::Gone(n) => state.gone(n),
             },
-            () = until(state.fence()) => state.fence_lapsed(data_dir),
             _ = check.tick() => {
                 if state.check(data_dir) {
                     break;
@@ -164,14 +167,6 @@ async fn supervise(data_dir: &Path) -> Result<(), SuperviseError> {
     }
     let _ = std::fs::remove_file(state.dir().socket());
     Ok(())
-}
-
-/// Sleeps until `deadline`; for ever without one.
-async fn until(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
-    }
 }
 
 /// Writes `line` to the supervisor's standard error (`supervisors.log`).

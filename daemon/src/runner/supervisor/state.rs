@@ -4,6 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt as _;
@@ -13,9 +14,14 @@ use tokio_util::sync::CancellationToken;
 
 use super::super::wire::{
     self, AttemptKey, EndedAttempt, FromSupervisor, Hello, SupervisorDir, ToSupervisor,
+    monotonic_ms,
 };
 use super::super::{Launch, Report, ReportKind, Runner};
+use super::fence::Fence;
 use super::writeln_stderr;
+
+/// An attempt's end: which, how, and when (the monotonic clock, in ms).
+pub(super) type Ended = (AttemptKey, ReportKind, u64);
 
 /// How long a supervisor with nothing to run and no daemon waits before it exits.
 const IDLE_EXIT: Duration = Duration::from_secs(2);
@@ -26,6 +32,8 @@ enum Held {
     Running {
         token: CancellationToken,
         discard: bool,
+        /// When it was launched (the monotonic clock, in ms).
+        launched_ms: u64,
     },
     /// Ended, its outcome not yet released.
     Ended(EndedAttempt),
@@ -73,14 +81,10 @@ pub(super) struct Supervisor {
     grace_spent: bool,
     /// Whether the data directory is gone (every attempt is being discarded).
     orphaned: bool,
-    /// Until when the node's lease lets attempts run (a daemon of a cluster sets it).
-    fence: Option<tokio::time::Instant>,
-    /// Whether the fence passed with no renewal: attempts are killed, launches refused.
-    fence_lapsed: bool,
-    /// The attempts killed because the fence passed: reported interrupted.
-    fenced: HashSet<AttemptKey>,
+    /// The node's lease (a daemon of a cluster sets it), watched by its own task.
+    fence: Arc<Fence>,
     /// Attempts ending: their key and how.
-    ended_tx: mpsc::UnboundedSender<(AttemptKey, ReportKind)>,
+    ended_tx: mpsc::UnboundedSender<Ended>,
     /// Progress lines of running attempts.
     reports_tx: mpsc::UnboundedSender<Report>,
 }
@@ -91,7 +95,8 @@ impl Supervisor {
     /// `reports_tx`.
     pub(super) fn new(
         dir: SupervisorDir,
-        ended_tx: mpsc::UnboundedSender<(AttemptKey, ReportKind)>,
+        fence: Arc<Fence>,
+        ended_tx: mpsc::UnboundedSender<Ended>,
         reports_tx: mpsc::UnboundedSender<Report>,
     ) -> Supervisor {
         let journal = dir.read_journal();
@@ -109,9 +114,7 @@ impl Supervisor {
             grace: None,
             grace_spent: false,
             orphaned: false,
-            fence: None,
-            fence_lapsed: false,
-            fenced: HashSet::new(),
+            fence,
             ended_tx,
             reports_tx,
         }
@@ -138,9 +141,7 @@ impl Supervisor {
         self.link.writer = Some(writer);
         self.alone_since = None;
         self.grace_spent = false;
-        // A daemon of a cluster fences the new connection at once; any other leaves it.
-        self.fence = None;
-        self.fence_lapsed = false;
+        self.fence.clear();
         let mut hello = Hello {
             protocol: wire::PROTOCOL,
             fresh: !self.greeted,
@@ -174,16 +175,14 @@ impl Supervisor {
                 }
             }
             ToSupervisor::Discard { id, attempt } => {
-                if let Some(Held::Running { token, discard }) = self.held.get_mut(&(id, attempt)) {
+                if let Some(Held::Running { token, discard, .. }) =
+                    self.held.get_mut(&(id, attempt))
+                {
                     *discard = true;
                     token.cancel();
                 }
             }
-            ToSupervisor::Fence { valid_for_ms } => {
-                let valid_for = Duration::from_millis(valid_for_ms);
-                self.fence = Some(tokio::time::Instant::now() + valid_for);
-                self.fence_lapsed = false;
-            }
+            ToSupervisor::Fence { until_monotonic_ms } => self.fence.renew(until_monotonic_ms),
             ToSupervisor::Release { id, attempt } => {
                 if let Some(Held::Ended(_)) = self.held.get(&(id, attempt)) {
                     self.held.remove(&(id, attempt));
@@ -214,15 +213,16 @@ impl Supervisor {
         if self.orphaned || self.grace_spent {
             token.cancel();
         }
-        if self.fence_lapsed {
+        if self.fence.refuses_launches() {
+            // Reported interrupted: launched before the lapse, ended after it.
             token.cancel();
-            self.fenced.insert(key);
         }
         self.held.insert(
             key,
             Held::Running {
                 token: token.clone(),
                 discard: self.orphaned,
+                launched_ms: monotonic_ms(),
             },
         );
         let runner =
@@ -236,7 +236,7 @@ impl Supervisor {
         let ended = self.ended_tx.clone();
         tokio::spawn(async move {
             let kind = runner.run_here(launch).await;
-            let _ = ended.send((key, kind));
+            let _ = ended.send((key, kind, monotonic_ms()));
         });
     }
 
@@ -255,7 +255,7 @@ impl Supervisor {
 
     /// Attempt `key` ended as `kind`: its outcome is kept (and journaled when no daemon
     /// is connected) and sent; a discarded attempt is forgotten.
-    pub(super) async fn ended(&mut self, key: AttemptKey, kind: ReportKind) {
+    pub(super) async fn ended(&mut self, (key, kind, exited_ms): Ended) {
         let scratch = self.dir.scratch(key);
         if let Err(e) = std::fs::remove_dir_all(&scratch)
             && e.kind() != std::io::ErrorKind::NotFound
@@ -267,7 +267,11 @@ impl Supervisor {
             self.held.remove(&key);
             return;
         }
-        let kind = if self.fenced.remove(&key) {
+        let stopped = match self.held.get(&key) {
+            Some(Held::Running { launched_ms, .. }) => self.fence.stopped(*launched_ms, exited_ms),
+            _ => false,
+        };
+        let kind = if stopped {
             ReportKind::Exited(orch_protocol::AttemptOutcome::Interrupted)
         } else {
             kind
@@ -303,7 +307,7 @@ impl Supervisor {
         if !self.orphaned && !data_dir.exists() {
             self.orphaned = true;
             for held in self.held.values_mut() {
-                if let Held::Running { token, discard } = held {
+                if let Held::Running { token, discard, .. } = held {
                     *discard = true;
                     token.cancel();
                 }
@@ -338,32 +342,6 @@ impl Supervisor {
                 token.cancel();
             }
         }
-    }
-
-    /// The fence in force, until it lapses.
-    pub(super) fn fence(&self) -> Option<tokio::time::Instant> {
-        self.fence.filter(|_| !self.fence_lapsed)
-    }
-
-    /// The fence passed with no renewal (the node's lease is about to run out, and
-    /// another node may then run the same tasks): every running attempt's processes are
-    /// killed at once (not TERM first: there is no time to wait) and reported
-    /// interrupted, so that their tasks follow their retry policy.
-    pub(super) fn fence_lapsed(&mut self, data_dir: &Path) {
-        self.fence_lapsed = true;
-        let mut tasks = HashSet::new();
-        for (key, held) in &self.held {
-            if let Held::Running { token, .. } = held {
-                token.cancel();
-                self.fenced.insert(*key);
-                tasks.insert(key.0);
-            }
-        }
-        let killed = crate::orphans::kill_leftovers(data_dir, &tasks);
-        let _ = writeln_stderr(&format!(
-            "the node's lease lapsed: {} attempts interrupted ({killed} processes killed)",
-            tasks.len()
-        ));
     }
 
     /// Writes every outcome not released to the journal, durably.

@@ -169,7 +169,7 @@ impl PostgresStore {
                     UPDATE cluster_nodes SET heartbeat_ms = {NOW_MS}, expires_ms = {NOW_MS} + $3
                     WHERE node = $1 AND instance = $2 RETURNING 1
                  )
-                 SELECT (SELECT count(*) FROM beat), l.term, l.node, l.instance,
+                 SELECT (SELECT count(*) FROM beat), NULLIF(l.term, 0), l.node, l.instance,
                     EXISTS (SELECT 1 FROM cluster_nodes AS n WHERE n.node = l.node AND (
                         (n.instance = l.instance AND n.expires_ms > {NOW_MS})
                         OR (n.node <> $1 AND n.fenced_until_ms > {NOW_MS})))
@@ -231,6 +231,9 @@ impl PostgresStore {
                      WHERE node = $1 AND ((instance = $2 AND expires_ms > {NOW_MS})
                         OR (node <> $3 AND fenced_until_ms > {NOW_MS}))"
                 );
+                // A leader stuck in a transaction (paused, cut off) holds the row's lock
+                // until the server ends its session: wait for it only briefly.
+                conn.batch("SET LOCAL lock_timeout = '2s'").await?;
                 let current = conn
                     .query_opt(
                         "SELECT term, node, instance FROM cluster_leader FOR UPDATE",
@@ -238,7 +241,11 @@ impl PostgresStore {
                     )
                     .await?;
                 let term = match current {
-                    None => 1,
+                    None => {
+                        return Err(StoreError::Backend(
+                            "the leadership row is missing (schema migration 2 creates it)".into(),
+                        ));
+                    }
                     Some(row) => {
                         let term: i64 = row.try_get(0).map_err(pg)?;
                         let holder: String = row.try_get(1).map_err(pg)?;
@@ -251,11 +258,8 @@ impl PostgresStore {
                     }
                 };
                 let sql = format!(
-                    "INSERT INTO cluster_leader (term, node, instance, since_ms)
-                     VALUES ($1, $2, $3, {NOW_MS})
-                     ON CONFLICT (only_row) DO UPDATE SET term = EXCLUDED.term,
-                        node = EXCLUDED.node, instance = EXCLUDED.instance,
-                        since_ms = EXCLUDED.since_ms"
+                    "UPDATE cluster_leader SET term = $1, node = $2, instance = $3,
+                        since_ms = {NOW_MS}"
                 );
                 conn.execute(&sql, &[&term, &name, &instance]).await?;
                 Ok(Some(unsigned("term", term)?))
@@ -279,7 +283,7 @@ impl PostgresStore {
 
     /// Every node, by name, with its role, and the leadership.
     pub fn cluster(&self) -> Result<(Option<Leadership>, Vec<NodeInfo>), StoreError> {
-        self.on_cluster_conn(|conn| async move {
+        self.read(|conn| async move {
             let now: i64 = conn
                 .query_opt(&format!("SELECT {NOW_MS}"), &[])
                 .await?
@@ -289,7 +293,7 @@ impl PostgresStore {
                 .unwrap_or(0);
             let leader = conn
                 .query_opt(
-                    "SELECT term, node, instance, since_ms FROM cluster_leader",
+                    "SELECT term, node, instance, since_ms FROM cluster_leader WHERE term > 0",
                     &[],
                 )
                 .await?;
@@ -345,43 +349,66 @@ impl PostgresStore {
         })
     }
 
-    /// Removes node `name`'s row if it is still instance `instance`'s (a clean stop: the
-    /// others need not wait for its lease to run out).
-    pub fn leave(&self, name: &str, instance: &str) -> Result<(), StoreError> {
+    /// Ends node `name`'s lease now if its row is still instance `instance`'s (a clean
+    /// stop: the others need not wait for it to run out). With `attempts_left` (a stop that
+    /// leaves running attempts to the supervisor, which stops them at its fence), the
+    /// lease it had stays as `fenced_until_ms`, so that no other node takes over before.
+    pub fn leave(&self, name: &str, instance: &str, attempts_left: bool) -> Result<(), StoreError> {
         let (name, instance) = (name.to_string(), instance.to_string());
         self.on_cluster_conn(move |conn| async move {
-            conn.execute(
-                "DELETE FROM cluster_nodes WHERE node = $1 AND instance = $2",
-                &[&name, &instance],
-            )
-            .await
-            .map(drop)
+            let sql = format!(
+                "UPDATE cluster_nodes SET expires_ms = {NOW_MS},
+                    fenced_until_ms = CASE WHEN $3 THEN GREATEST(fenced_until_ms, expires_ms)
+                        ELSE fenced_until_ms END
+                 WHERE node = $1 AND instance = $2"
+            );
+            conn.execute(&sql, &[&name, &instance, &attempts_left])
+                .await
+                .map(drop)
         })
     }
 
+    /// Ends every transaction of this store's writer that stays idle for `limit` (a
+    /// leader paused in the middle of one): the server ends its session and its locks
+    /// go, so that a takeover does not wait for TCP to give up.
+    pub fn end_idle_transactions_after(&self, limit: Duration) -> Result<(), StoreError> {
+        let sql = format!(
+            "SET idle_in_transaction_session_timeout = {}",
+            millis(limit)
+        );
+        let conn = self.writer.clone();
+        self.bridge.run(async move { conn.batch(&sql).await })
+    }
+
     /// Runs `work` on the connection of the cluster's calls (opened at the first), so
-    /// that a heartbeat never waits behind a commit or a long read.
+    /// that a heartbeat never waits behind a commit or a long read (views use the
+    /// reader's connection, so that they never wait behind an election).
     fn on_cluster_conn<T, F, Fut>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(Arc<Conn>) -> Fut,
         Fut: std::future::Future<Output = Result<T, StoreError>> + Send + 'static,
     {
-        let conn = {
-            let mut slot = self
-                .cluster_conn
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            match &*slot {
-                Some(conn) if !conn.is_closed() => conn.clone(),
-                _ => {
-                    let conn = self.bridge.connect()?;
-                    *slot = Some(conn.clone());
-                    conn
-                }
+        // Held for the whole call: one call at a time, so that no statement is sent into
+        // another call's transaction. A call that fails drops the connection (it may be
+        // stuck, or in an aborted transaction); the next opens a new one.
+        let mut slot = self
+            .cluster_conn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let conn = match &*slot {
+            Some(conn) if !conn.is_closed() => conn.clone(),
+            _ => {
+                let conn = self.bridge.connect()?;
+                *slot = Some(conn.clone());
+                conn
             }
         };
-        self.bridge.run(work(conn))
+        let result = self.bridge.run(work(conn));
+        if result.is_err() {
+            *slot = None;
+        }
+        result
     }
 }
 
@@ -393,16 +420,18 @@ pub(super) struct Fence {
 }
 
 impl Fence {
-    /// Checks, in the open transaction on `conn`, that the leadership is still this one,
-    /// holding a share lock of its row until the transaction ends (a takeover waits).
+    /// Checks, in the open transaction on `conn`, that the leadership is still this one
+    /// and its lease runs, holding a share lock of its row until the transaction ends (a
+    /// takeover waits).
     pub(super) async fn check(&self, conn: &Conn) -> Result<(), StoreError> {
         let term = i64::try_from(self.term).unwrap_or(i64::MAX);
-        let row = conn
-            .query_opt(
-                "SELECT 1 FROM cluster_leader WHERE term = $1 AND instance = $2 FOR SHARE",
-                &[&term, &self.instance],
-            )
-            .await?;
+        let sql = format!(
+            "SELECT 1 FROM cluster_leader AS l JOIN cluster_nodes AS n
+                ON n.node = l.node AND n.instance = l.instance
+             WHERE l.term = $1 AND l.instance = $2 AND n.expires_ms > {NOW_MS}
+             FOR SHARE OF l"
+        );
+        let row = conn.query_opt(&sql, &[&term, &self.instance]).await?;
         match row {
             Some(_) => Ok(()),
             None => Err(StoreError::Fenced { term: self.term }),

@@ -64,7 +64,8 @@ const MIGRATIONS: &[&str] = &[
         node text NOT NULL,
         instance text NOT NULL,
         since_ms bigint NOT NULL
-    );",
+    );
+    INSERT INTO cluster_leader (term, node, instance, since_ms) VALUES (0, '', '', 0);",
 ];
 
 /// The schema version this binary writes.

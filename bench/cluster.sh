@@ -86,8 +86,8 @@ sql() { psql -X -qAt -d "$SERVER_URL" -c "$1"; } # on the server's own database,
 fail() { # message: the message, every node's stderr and the end of its log, then exit
   echo "$1" >&2
   for node in "${NODES[@]}"; do
-    echo "--- $node: stderr" >&2
-    cat "$WORK/$node/orch.stderr" >&2 2>/dev/null || true
+    echo "--- $node: end of its stderr" >&2
+    tail -n 5 "$WORK/$node/orch.stderr" >&2 2>/dev/null || true
     echo "--- $node: last lines of orchestrator.log" >&2
     tail -n 30 "$WORK/$node/data/orchestrator.log" >&2 2>/dev/null || true
   done
@@ -179,7 +179,7 @@ for round in $(seq "$ROUNDS"); do
   answer=$(on "${NODES[0]}" "
 let sockets = [${others[*]}]
 let deadline = (date now) + 60sec
-mut found = null
+mut found: any = null
 while \$found == null and (date now) < \$deadline {
   for s in \$sockets {
     let c = (try { with-env {PROVISIONING_ORCHESTRATOR_SOCKET: \$s} { orch health | get cluster } } catch { null })

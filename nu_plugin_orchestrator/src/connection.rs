@@ -30,13 +30,33 @@ fn is_idempotent(request: &Request) -> bool {
 
 impl OrchestratorPlugin {
     /// Sends one request over the cached connection (reconnecting when the socket changed
-    /// or the daemon restarted) and waits for the answer; Ctrl-C stops the wait.
+    /// or the daemon restarted) and waits for the answer; Ctrl-C stops the wait. A
+    /// standby node of a cluster that refuses it, naming its leader's socket on this
+    /// host, has it sent there (once).
     pub fn call(
         &self,
         engine: &EngineInterface,
         request: &Request,
     ) -> Result<Response, ClientError> {
         let socket = socket_path(engine);
+        match self.call_on(engine, &socket, request) {
+            Err(ClientError::Daemon(reply)) => match reply.leader_socket {
+                Some(leader) if leader != socket && leader.exists() => {
+                    self.call_on(engine, &leader, request)
+                }
+                _ => Err(ClientError::Daemon(reply)),
+            },
+            answer => answer,
+        }
+    }
+
+    /// [`Self::call`] on `socket`, without following a standby to its leader.
+    fn call_on(
+        &self,
+        engine: &EngineInterface,
+        socket: &std::path::Path,
+        request: &Request,
+    ) -> Result<Response, ClientError> {
         let mut cached = self.cached.lock().unwrap_or_else(|p| p.into_inner());
         let reusable = cached.as_ref().is_some_and(|c| c.socket() == socket);
         let interrupted = || engine.signals().interrupted();
@@ -60,7 +80,7 @@ impl OrchestratorPlugin {
             }
         }
         *cached = None;
-        let mut client = Client::connect(&socket, CLIENT_NAME)?;
+        let mut client = Client::connect(socket, CLIENT_NAME)?;
         let answer = client
             .call_interruptible(request, &interrupted)
             .and_then(|r| whole(&mut client, r, &interrupted));

@@ -345,6 +345,10 @@ pub struct ErrorReply {
     /// The request field at fault, such as `after` or `id`, when there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
+    /// The socket of the cluster's leader, when a standby node on the same host refused
+    /// a request only the leader serves: a client may send it there instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader_socket: Option<std::path::PathBuf>,
 }
 
 impl ErrorReply {
@@ -354,6 +358,7 @@ impl ErrorReply {
             kind,
             message: message.into(),
             field: None,
+            leader_socket: None,
         }
     }
 
@@ -363,6 +368,7 @@ impl ErrorReply {
             kind,
             message: message.into(),
             field: Some(field.to_string()),
+            leader_socket: None,
         }
     }
 }

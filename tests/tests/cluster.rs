@@ -1,7 +1,8 @@
 //! Several daemons on one PostgreSQL store (issue 11's cluster): three real daemons, each
 //! with its own data directory and socket, on a database of the test's own, driven through
-//! the real plugin and nu. One leads; the others stand by, answer health and the cluster,
-//! and refuse changes naming the leader. A leader killed with `kill -9`, or paused past
+//! the real plugin and nu. One leads; the others stand by, serve the reads of the shared
+//! store (waits and watches included), and refuse changes naming the leader and its
+//! socket, where the plugin sends them instead. A leader killed with `kill -9`, or paused past
 //! its lease, is replaced within the lease; its attempts are stopped by its supervisor
 //! (at once when the daemon is gone, else before the lease runs out) and run again
 //! elsewhere, never two at the same time, and no success the store recorded runs again; a
@@ -198,7 +199,7 @@ fn final_attempts(nu: &Nu, label: &str, n: usize) -> BTreeMap<u64, u32> {
 }
 
 #[test]
-fn standbys_serve_reads_and_watches_and_refuse_changes_naming_the_leader() {
+fn standbys_serve_reads_and_watches_and_send_changes_to_the_leader() {
     let port = orch_e2e::free_port();
     let cluster = Cluster::start_with_http(&[], Some((2, port)));
     let standby = cluster.nodes[1].nu();
@@ -212,10 +213,29 @@ fn standbys_serve_reads_and_watches_and_refuse_changes_naming_the_leader() {
             {"name": "n3", "role": "standby", "term": null, "parallel": 8},
         ])
     );
-    let refused = standby.try_run("orch submit true").unwrap_err();
+    // A change is refused, naming the leader and its socket on this host...
+    let refused = cluster.nodes[1]
+        .client()
+        .call(&orch_protocol::Request::Submit {
+            tasks: vec![orch_protocol::TaskSpec::command("true", Vec::new())],
+        });
+    let Err(orch_protocol::ClientError::Daemon(reply)) = refused else {
+        panic!("a standby accepted a submit: {refused:?}");
+    };
     assert!(
-        refused.contains("node n2 is a standby") && refused.contains("node n1 leads (term 1"),
-        "{refused}"
+        reply.message.contains("node n2 is a standby")
+            && reply.message.contains("node n1 leads (term 1"),
+        "{reply:?}"
+    );
+    assert_eq!(reply.leader_socket, Some(cluster.nodes[0].socket()));
+    // ...where the plugin sends it instead.
+    let submitted = standby.json("orch submit --wait --label via-standby true | get status");
+    assert_eq!(submitted, "succeeded");
+    assert_eq!(
+        cluster.nodes[0]
+            .nu()
+            .json("orch tasks --label via-standby | length"),
+        1
     );
     // A wait on the standby follows a task the leader runs, from the shared event log.
     let leader = cluster.nodes[0].nu();
@@ -238,7 +258,7 @@ fn standbys_serve_reads_and_watches_and_refuse_changes_naming_the_leader() {
         "succeeded"
     );
     assert_eq!(standby.json("orch tasks --label gated | length"), 1);
-    assert_eq!(standby.json("orch health | get tasks.succeeded"), 1);
+    assert_eq!(standby.json("orch health | get tasks.succeeded"), 2);
     assert_eq!(standby.json("orch audit verify | get intact"), true);
     assert_eq!(leader.json("orch health | get cluster.nodes_up"), 3);
     // Over HTTP too: reads answer, changes get 503 naming the leader.

@@ -255,6 +255,17 @@ impl Membership {
         }
     }
 
+    /// The leader's socket, when the leader is alive on this host (a client here may
+    /// send it what a standby does not serve).
+    pub fn leader_socket_here(&self) -> Option<std::path::PathBuf> {
+        let (leader, nodes) = self.store.cluster().ok()?;
+        let leader = leader?;
+        let node = nodes
+            .into_iter()
+            .find(|n| n.name == leader.node && n.role == NodeRole::Leader)?;
+        (node.host == self.record.host).then(|| node.socket.into())
+    }
+
     /// Stops the membership thread (waiting for its last call), then ends the node's
     /// lease at once, unless it stood down; `attempts_left` when the stop leaves running
     /// attempts to the supervisor (no other node takes over before they are stopped).

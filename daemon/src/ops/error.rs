@@ -83,6 +83,7 @@ impl AppError {
             kind,
             message: self.message.clone(),
             field: self.field.clone(),
+            leader_socket: None,
         }
     }
 }

@@ -85,15 +85,21 @@ impl Context {
     /// The refusal of an operation a standby does not serve: unavailable here, with the
     /// leader to ask (its name, term and socket).
     pub fn not_leader(&self) -> orch_protocol::ErrorReply {
-        let (node, leader) = match &self.cluster {
-            Some(m) => (m.name().to_string(), m.leader_summary()),
-            None => ("this node".into(), "no node leads".into()),
+        let (node, leader, socket) = match &self.cluster {
+            Some(m) => (
+                m.name().to_string(),
+                m.leader_summary(),
+                m.leader_socket_here(),
+            ),
+            None => ("this node".into(), "no node leads".into(), None),
         };
-        orch_protocol::ErrorReply::new(
+        let mut reply = orch_protocol::ErrorReply::new(
             orch_protocol::ErrorKind::Unavailable,
             format!(
                 "node {node} is a standby of its cluster: it serves reads (tasks, workflows, events, the audit log), health and the cluster, not this request; {leader}. Ask the leader"
             ),
-        )
+        );
+        reply.leader_socket = socket;
+        reply
     }
 }

@@ -363,3 +363,55 @@ fn a_paused_leader_is_replaced_and_stands_down_when_it_wakes_without_writing() {
     }
     cluster.nodes[0].kill9();
 }
+
+/// The lines of `path` (none when it is missing).
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// A workflow step that appends its id to `dir/runs.txt` (its compensation to
+/// `dir/rollback.txt`), then pauses; it fails when `fail`.
+fn step(dir: &Path, id: &str, deps: &[&str], pause_ms: u64, fail: bool) -> serde_json::Value {
+    let (runs, rollbacks) = (dir.join("runs.txt"), dir.join("rollback.txt"));
+    let exit = if fail { "; exit 1" } else { "" };
+    serde_json::json!({"id": id, "type": "nu", "dependencies": deps,
+        "nu": format!("\"{id}\\n\" | save -a '{}'; sleep {pause_ms}ms{exit}", runs.display()),
+        "rollback": format!("\"r{id}\\n\" | save -a '{}'; sleep {pause_ms}ms", rollbacks.display())})
+}
+
+#[test]
+fn a_rollback_under_way_when_the_leader_dies_is_finished_by_the_next_leader() {
+    let mut cluster = Cluster::start(&[]);
+    let dir = cluster.nodes[0].dir().to_path_buf();
+    let workflow = serde_json::json!({"name": "rollback-across-failover", "rollback_enabled": true,
+        "operations": [step(&dir, "a", &[], 3_000, false), step(&dir, "b", &["a"], 10, false),
+            step(&dir, "c", &["b"], 10, true)]});
+    let id = cluster.nodes[0].nu().json(&format!(
+        "'{workflow}' | from json | orch workflow submit batch | get id"
+    ));
+    // rb is quick; ra pauses 3 s: the leader dies while it runs.
+    eventually(Duration::from_secs(30), "ra runs", || {
+        lines(&dir.join("rollback.txt"))
+            .contains(&"ra".to_string())
+            .then_some(())
+    });
+    cluster.nodes[0].kill9();
+    let next = cluster.leader(Some(0));
+    let nu = cluster.nodes[next].nu();
+    let done = nu.json(&format!(
+        "orch watch --workflow {id} --all | last | ignore; orch workflow show {id} | reject request"
+    ));
+    assert_eq!(done["status"], "rolled_back", "{done}");
+    assert_eq!(
+        lines(&dir.join("runs.txt")),
+        ["a", "b", "c"],
+        "no step ran again"
+    );
+    // The compensation the old leader's supervisor was running was stopped with it and
+    // run again by the next leader; the finished one did not run again.
+    assert_eq!(lines(&dir.join("rollback.txt")), ["rb", "ra", "ra"]);
+}

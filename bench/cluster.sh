@@ -39,9 +39,23 @@ WORK=$(mktemp -d /tmp/orch-cluster-bench.XXXXXX)
 chmod 755 "$WORK" # the PostgreSQL server in $WORK/pg runs as `postgres` when we are root
 PG="$WORK/pg"
 declare -A PID=()
+alive() { # pids: whether one of them runs (a zombie does not)
+  local pid
+  for pid; do [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) =~ ^[^Z]$ ]] && return 0; done
+  return 1
+}
 cleanup() {
-  for node in "${!PID[@]}"; do kill -9 "${PID[$node]}" 2>/dev/null || true; done
-  for node in "${!PID[@]}"; do wait "${PID[$node]}" 2>/dev/null || true; done
+  set +e
+  local pids=("${PID[@]}") _
+  # A clean stop first (a standby's is quick), then kill -9 what is left after 10 s.
+  [[ ${#pids[@]} -eq 0 ]] || kill "${pids[@]}" 2>/dev/null
+  for _ in $(seq 100); do alive "${pids[@]}" || break; sleep 0.1; done
+  [[ ${#pids[@]} -eq 0 ]] || kill -9 "${pids[@]}" 2>/dev/null || true
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  # A node's supervisor (`provisioning-orchestrator supervise DATA_DIR`) exits about 2 s
+  # after its daemon, idle; one of this run's data dirs still there after 10 s is killed.
+  for _ in $(seq 100); do pgrep -f -- "supervise $WORK/" >/dev/null || break; sleep 0.1; done
+  for pid in $(pgrep -f -- "supervise $WORK/"); do kill -9 "$pid" 2>/dev/null || true; done
   if [[ -n ${DB_URL:-} ]]; then
     psql -X -q -d "$SERVER_URL" -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" >/dev/null 2>&1 || true
   fi
@@ -49,6 +63,7 @@ cleanup() {
   if [[ -n ${ORCH_BENCH_KEEP:-} ]]; then echo "kept $WORK" >&2; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
 
 BIN="$ROOT/target/release"

@@ -198,6 +198,11 @@ impl Membership {
         Some(reason)
     }
 
+    /// Wake-ups from the store at each commit that adds events (LISTEN/NOTIFY).
+    pub fn event_wakeups(&self) -> Result<watch::Receiver<u64>, StoreError> {
+        self.store.event_wakeups()
+    }
+
     /// Every node and the leadership, as the store has them.
     pub fn view(&self) -> Result<ClusterView, StoreError> {
         let (leader, nodes) = self.store.cluster()?;

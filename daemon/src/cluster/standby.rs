@@ -2,8 +2,9 @@
 //! events and watches, the audit log), its health, the cluster and its own stop, on its
 //! socket and its HTTP port, through the same operations as the leader; every other
 //! request is refused as unavailable, naming the leader and its socket
-//! ([`crate::ops::Context::not_leader`]). Its event bus is fed from the store's event log
-//! (polled), so that watches and waits on a standby follow the leader's work. The same
+//! ([`crate::ops::Context::not_leader`]). Its event bus is fed from the store's event log,
+//! read at each wake-up the leader's commits send (LISTEN/NOTIFY), and polled as a
+//! fallback, so that watches and waits on a standby follow the leader's work. The same
 //! listeners then serve the daemon in full once the node leads.
 
 use std::sync::Arc;
@@ -17,8 +18,12 @@ use crate::events::EventBus;
 use crate::ops::Context;
 use crate::store::Store;
 
-/// How often a standby reads the events the leader committed.
+/// How often a standby reads the events the leader committed with no wake-ups (the
+/// listening connection failed).
 const EVENT_POLL: Duration = Duration::from_millis(200);
+
+/// How often it reads them anyway while wake-ups come (a missed one costs at most this).
+const EVENT_POLL_LISTENING: Duration = Duration::from_secs(5);
 
 /// The largest number of events read at a time.
 const EVENT_PAGE: usize = 1000;
@@ -39,9 +44,17 @@ pub async fn serve(
         done.cancel();
         term
     });
+    let wakeups = match membership.event_wakeups() {
+        Ok(wakeups) => Some(wakeups),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot listen for the leader's commits; polling the event log");
+            None
+        }
+    };
     let events = tokio::spawn(follow_events(
         ctx.store.clone(),
         ctx.bus.clone(),
+        wakeups,
         leading.clone(),
     ));
     let on_http = async {
@@ -57,8 +70,15 @@ pub async fn serve(
     elected.await.ok().flatten()
 }
 
-/// Publishes on `bus` the events the store gains, from its last one now, until `stop`.
-async fn follow_events(store: Arc<dyn Store>, bus: EventBus, stop: CancellationToken) {
+/// Publishes on `bus` the events the store gains, from its last one now, until `stop`:
+/// at each of `wakeups`, and every [`EVENT_POLL_LISTENING`] (every [`EVENT_POLL`]
+/// without wake-ups, or once they stop).
+async fn follow_events(
+    store: Arc<dyn Store>,
+    bus: EventBus,
+    mut wakeups: Option<tokio::sync::watch::Receiver<u64>>,
+    stop: CancellationToken,
+) {
     let mut last = match store.last_event_seq() {
         Ok(seq) => seq,
         Err(e) => {
@@ -66,21 +86,45 @@ async fn follow_events(store: Arc<dyn Store>, bus: EventBus, stop: CancellationT
             return;
         }
     };
-    let mut every = tokio::time::interval(EVENT_POLL);
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        let every = if wakeups.is_some() {
+            EVENT_POLL_LISTENING
+        } else {
+            EVENT_POLL
+        };
+        let woken = async {
+            match &mut wakeups {
+                Some(wakeups) => wakeups.changed().await.is_ok(),
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             () = stop.cancelled() => return,
-            _ = every.tick() => {}
-        }
-        let read = tokio::task::block_in_place(|| store.events_after(last, EVENT_PAGE));
-        match read {
-            Ok(events) if events.is_empty() => {}
-            Ok(events) => {
-                last = events.last().map_or(last, |e| e.seq);
-                bus.publish(events);
+            listening = woken => {
+                if !listening {
+                    tracing::warn!("the connection listening for the leader's commits closed; polling the event log");
+                    wakeups = None;
+                }
             }
-            Err(e) => tracing::warn!(error = %e, "cannot read the event log; trying again"),
+            () = tokio::time::sleep(every) => {}
+        }
+        loop {
+            let read = tokio::task::block_in_place(|| store.events_after(last, EVENT_PAGE));
+            match read {
+                Ok(events) if events.is_empty() => break,
+                Ok(events) => {
+                    let full = events.len() >= EVENT_PAGE;
+                    last = events.last().map_or(last, |e| e.seq);
+                    bus.publish(events);
+                    if !full {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the event log; trying again");
+                    break;
+                }
+            }
         }
     }
 }

@@ -409,3 +409,36 @@ fn a_node_restarted_in_its_home_leads_again_at_once_and_no_other_node_before_its
     let taken = store.register_node(&elsewhere, MINUTE).unwrap();
     assert!(matches!(taken, Registration::Taken { .. }), "{taken:?}");
 }
+
+#[test]
+fn a_commit_with_events_wakes_the_nodes_that_listen_and_one_without_does_not() {
+    let db = Database::create();
+    let store = PostgresStore::join(&db.url).unwrap();
+    let mut wakeups = store.event_wakeups().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let woken = |wakeups: &mut tokio::sync::watch::Receiver<u64>| {
+        runtime.block_on(async {
+            tokio::time::timeout(Duration::from_secs(2), wakeups.changed())
+                .await
+                .is_ok()
+        })
+    };
+    store.commit(&one_task(1)).unwrap();
+    assert!(!woken(&mut wakeups), "a batch without events");
+    let event = orch_protocol::Event {
+        seq: 1,
+        at: chrono::Utc::now(),
+        task: 1,
+        workflow: None,
+        kind: orch_protocol::EventKind::Queued,
+    };
+    let batch = WriteBatch {
+        events: vec![event],
+        ..WriteBatch::default()
+    };
+    store.commit(&batch).unwrap();
+    assert!(woken(&mut wakeups), "a batch with an event");
+}

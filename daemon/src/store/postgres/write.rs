@@ -164,6 +164,13 @@ impl Plan {
                  ON CONFLICT (seq) DO UPDATE SET body = EXCLUDED.body",
                 vec![&self.events.0, &self.events.1],
             );
+            // One wake-up per transaction (delivered at its commit) for the nodes that
+            // follow the event log; a fixed payload, so the server has nothing to
+            // de-duplicate.
+            steps.push(
+                "SELECT pg_notify($1, '')",
+                vec![&super::cluster::EVENTS_CHANNEL],
+            );
         }
         if let Some(through) = &self.events_removed_through {
             steps.push("DELETE FROM events WHERE seq <= $1", vec![through]);

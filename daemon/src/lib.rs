@@ -159,6 +159,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         shutdown: shutdown.clone(),
     };
     let commit_latency = metrics::commit_latency();
+    let mut standby_ctx = None;
     if let Some(membership) = &membership
         && !matches!(membership.part(), cluster::membership::Part::Leading { .. })
     {
@@ -174,6 +175,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let app = http_app(&cli, &ctx, tokens.clone(), commit_latency.clone());
             (listener, app)
         });
+        standby_ctx = Some(ctx.clone());
         match cluster::standby::serve(ctx, membership, &listener, http).await {
             Some(term) => tracing::info!(term, "leading: loading the live state"),
             None => {
@@ -248,6 +250,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         shutdown.clone(),
     );
     let ctx = common.context(engine.clone(), bus, testenvs, false);
+    if let Some(standby) = standby_ctx {
+        let _ = standby.successor.set(ctx.clone());
+    }
     let http = http_parts.map(|(listener, tokens)| {
         let app = http_app(&cli, &ctx, tokens, commit_latency);
         tokio::spawn(http::serve(listener, app, ctx.clone()))
@@ -362,6 +367,7 @@ impl Common {
             started_at: self.started_at,
             cluster: self.cluster.clone(),
             standby,
+            successor: std::sync::OnceLock::new(),
             retention: self.retention.clone(),
             shutdown: self.shutdown.clone(),
             leave_running: Default::default(),

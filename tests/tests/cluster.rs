@@ -201,7 +201,7 @@ fn final_attempts(nu: &Nu, label: &str, n: usize) -> BTreeMap<u64, u32> {
 #[test]
 fn standbys_serve_reads_and_watches_and_send_changes_to_the_leader() {
     let port = orch_e2e::free_port();
-    let cluster = Cluster::start_with_http(&[], Some((2, port)));
+    let mut cluster = Cluster::start_with_http(&[], Some((2, port)));
     let standby = cluster.nodes[1].nu();
     assert_eq!(role(&standby), "standby");
     let nodes = standby.json("orch cluster nodes | select name role term parallel");
@@ -287,6 +287,20 @@ fn standbys_serve_reads_and_watches_and_send_changes_to_the_leader() {
     assert!(
         envs.ends_with("\n503") && envs.contains("node n1 leads"),
         "{envs}"
+    );
+    // A shell whose connection a standby accepted goes on with that node once it leads.
+    let shell = standby.spawn(
+        "orch health | ignore
+         loop { if (orch health | get cluster.role) == leader { break }; sleep 100ms }
+         orch submit --wait true | get status | to json",
+    );
+    cluster.nodes[2].terminate();
+    cluster.nodes[0].kill9();
+    let out = shell.wait_with_output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "\"succeeded\"",
+        "{out:?}"
     );
 }
 

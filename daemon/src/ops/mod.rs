@@ -76,6 +76,9 @@ pub struct Context {
     /// True on a standby node of a cluster: only the operations a standby serves
     /// ([`Operation::served_on_standby`]) are run; the others are refused, naming the leader.
     pub standby: bool,
+    /// The context that serves once this one no longer does (a standby's, once its node
+    /// leads): the connections this one accepted go on with it.
+    pub successor: std::sync::OnceLock<Arc<Context>>,
     /// Set (before `shutdown` is cancelled) when the stop leaves running attempts to
     /// the supervisor.
     pub leave_running: std::sync::atomic::AtomicBool,

@@ -63,11 +63,16 @@ fn refuse(stream: UnixStream, limits: &Arc<Limits>) {
     }
 }
 
-async fn serve_connection(stream: UnixStream, ctx: Arc<Context>) {
+async fn serve_connection(stream: UnixStream, mut ctx: Arc<Context>) {
     let Some(mut conn) = open_connection(stream, &ctx.grants, &ctx.limits).await else {
         return;
     };
     while let Some(request) = next_request(&mut conn).await {
+        // A connection a standby accepted is served by the leader's context once the
+        // node leads.
+        if let Some(next) = ctx.successor.get() {
+            ctx = next.clone();
+        }
         let result = match request {
             Ok(request) => dispatch::dispatch(&ctx, &mut conn, request).await,
             Err(reply) => conn.send(&Response::Error(reply)).await,

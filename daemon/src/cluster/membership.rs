@@ -15,7 +15,7 @@ use orch_protocol::{ClusterView, Leadership, NodeHealth, NodeRole};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::store::{Beat, Leader, NodeRecord, PostgresStore, Registration, StoreError};
+use crate::store::{Beat, NodeRecord, PostgresStore, Registration, StoreError};
 
 /// Why a node could not join its cluster.
 #[derive(Debug, thiserror::Error)]
@@ -46,10 +46,7 @@ pub enum ClusterError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Part {
     /// Another node leads (or none does yet).
-    Standby {
-        /// The leadership, if any.
-        leader: Option<Leader>,
-    },
+    Standby,
     /// This node leads, in this term.
     Leading {
         /// The term.
@@ -114,7 +111,7 @@ impl Membership {
             store,
             record,
             lease,
-            part: watch::Sender::new(Part::Standby { leader: None }),
+            part: watch::Sender::new(Part::Standby),
             fence: watch::Sender::new(None),
             stood_down: Mutex::new(None),
             stop: CancellationToken::new(),
@@ -151,7 +148,7 @@ impl Membership {
         let mut part = self.part.subscribe();
         tokio::select! {
             () = stop.cancelled() => None,
-            led = part.wait_for(|p| !matches!(p, Part::Standby { .. })) => match led.ok()?.clone() {
+            led = part.wait_for(|p| !matches!(p, Part::Standby)) => match led.ok()?.clone() {
                 Part::Leading { term } => Some(term),
                 _ => None,
             },
@@ -178,7 +175,8 @@ impl Membership {
     }
 
     /// Why the node stood down, or (when its store refused a write before its heartbeat
-    /// noticed) why it must: the leadership it lost, as the store has it now.
+    /// noticed) why it must: the leadership it lost, as the store has it now. `None` when
+    /// it still leads (a write failed for another reason).
     pub fn stand_down_reason(&self) -> Option<String> {
         if let Some(reason) = self.stood_down() {
             return Some(reason);
@@ -191,6 +189,14 @@ impl Membership {
                 "deposed: node {} (term {}) took over the leadership it held in term {term}",
                 leader.node, leader.term
             ),
+            // Still the live leader: the write failed for another reason.
+            Ok((_, nodes))
+                if nodes
+                    .iter()
+                    .any(|n| n.name == self.record.name && n.role == NodeRole::Leader) =>
+            {
+                return None;
+            }
             Ok(_) => format!("its lease ran out while it led in term {term}"),
             Err(e) => format!("its leadership (term {term}) cannot be read: {e}"),
         };
@@ -223,7 +229,7 @@ impl Membership {
             .count();
         let role = match self.part() {
             Part::Leading { .. } => NodeRole::Leader,
-            Part::Standby { .. } => NodeRole::Standby,
+            Part::Standby => NodeRole::Standby,
             Part::StoodDown => NodeRole::Down,
         };
         Ok(NodeHealth {
@@ -388,7 +394,7 @@ impl Membership {
                 ))
             }
             // A takeover whose answer was lost (a timeout) made this node the leader.
-            Part::Standby { .. }
+            Part::Standby
                 if beat
                     .leader
                     .as_ref()
@@ -398,14 +404,8 @@ impl Membership {
                 self.lead(term);
                 None
             }
-            Part::Standby { .. } if !beat.leader_alive => self.elect(),
-            Part::Standby { .. } => {
-                self.part.send_replace(Part::Standby {
-                    leader: beat.leader,
-                });
-                None
-            }
-            Part::StoodDown => None,
+            Part::Standby if !beat.leader_alive => self.elect(),
+            Part::Standby | Part::StoodDown => None,
         }
     }
 

@@ -70,6 +70,15 @@ async fn serve_connection(stream: UnixStream, mut ctx: Arc<Context>) {
     while let Some(request) = next_request(&mut conn).await {
         // A connection a standby accepted is served by the leader's context once the
         // node leads.
+        if ctx.standby && ctx.successor.get().is_none() && leads(&ctx) {
+            // Elected, its engine still starting: the leader's context comes in a moment.
+            for _ in 0..500 {
+                if ctx.successor.get().is_some() {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        }
         if let Some(next) = ctx.successor.get() {
             ctx = next.clone();
         }
@@ -81,6 +90,13 @@ async fn serve_connection(stream: UnixStream, mut ctx: Arc<Context>) {
             return;
         }
     }
+}
+
+/// Whether the node of a standby's context has been elected.
+fn leads(ctx: &Context) -> bool {
+    ctx.cluster
+        .as_ref()
+        .is_some_and(|m| matches!(m.part(), crate::cluster::membership::Part::Leading { .. }))
 }
 
 /// The client's next request (or the error to answer it with); `None` when the

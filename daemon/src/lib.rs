@@ -139,7 +139,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let audit = Arc::new(audit::archive::Archive::open(&data_dir, store.clone())?);
     // Left last, once the engine's writes are done: until then the lease is renewed.
     let membership = match shared {
-        Some(shared) => Some(join_cluster(&cli, shared, &data_dir, &socket_path, &fatal).await?),
+        Some(shared) => {
+            Some(cluster::start::join(&cli, shared, &data_dir, &socket_path, &fatal).await?)
+        }
         None => None,
     };
     let common = Common {
@@ -299,29 +301,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Joins the cluster of the shared store `shared` as this daemon's node and starts its
-/// membership (`fatal` is cancelled when the node stands down). A node
-/// that may lead at once (no live leader, or the leader was this node's previous daemon)
-/// does before it serves anyone.
-async fn join_cluster(
-    cli: &Cli,
-    shared: Arc<PostgresStore>,
-    data_dir: &Path,
-    socket: &Path,
-    fatal: &CancellationToken,
-) -> anyhow::Result<Arc<cluster::Membership>> {
-    let record = node_record(cli, data_dir, socket)?;
-    let lease = cli.node_lease;
-    let membership = tokio::task::spawn_blocking(move || {
-        let membership = cluster::Membership::join(shared, record, lease)?;
-        membership.beat_once();
-        Ok::<_, cluster::ClusterError>(membership)
-    })
-    .await??;
-    membership.start(fatal.clone());
-    Ok(membership)
-}
-
 /// What every context of the daemon holds, whatever its part in a cluster.
 struct Common {
     store: Arc<dyn Store>,
@@ -398,28 +377,6 @@ fn http_app(
     let metrics = metrics::Metrics::start(bus, store, testenvs, commit_latency);
     let open = cli.http_auth == config::HttpAuth::None;
     http::router(ctx.clone(), tokens, metrics, open)
-}
-
-/// What this daemon registers about itself as a node of its cluster.
-fn node_record(cli: &Cli, data_dir: &Path, socket: &Path) -> anyhow::Result<store::NodeRecord> {
-    let data_dir_id = testenv::instance_id(data_dir)
-        .with_context(|| format!("reading the instance id of {}", data_dir.display()))?;
-    Ok(store::NodeRecord {
-        name: cli
-            .node
-            .clone()
-            .unwrap_or_else(|| cluster::default_node_name(data_dir)),
-        instance: cluster::new_instance(),
-        home: format!("{}:{data_dir_id}", cluster::host_name()),
-        host: cluster::host_name(),
-        pid: std::process::id(),
-        socket: socket.display().to_string(),
-        http: cli
-            .port
-            .map(|port| std::net::SocketAddr::new(cli.bind, port).to_string()),
-        parallel: cli.parallel,
-        labels: cli.labels.clone(),
-    })
 }
 
 /// Opens the redb store in `data_dir`. A missing file makes a new store only when the

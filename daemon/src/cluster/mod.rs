@@ -5,6 +5,7 @@
 //!   writes are fenced by that term; a leader that is deposed, or cannot renew its lease,
 //!   stands down (the daemon stops), and its supervisor stops the tasks' processes a
 //!   second before the lease runs out, so that no attempt runs on two nodes at once.
+//! - [`start`]: joining the cluster as the daemon starts.
 //! - [`standby`]: what a node answers while another leads: its health and the cluster;
 //!   every other request is refused with the leader's name and socket.
 //!
@@ -14,6 +15,7 @@
 
 pub mod membership;
 pub mod standby;
+pub mod start;
 
 use std::time::Duration;
 

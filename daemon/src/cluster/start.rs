@@ -1,0 +1,57 @@
+//! Joining the cluster at start: what the daemon registers about itself, the first
+//! heartbeat (and election), and the membership thread.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use tokio_util::sync::CancellationToken;
+
+use super::Membership;
+use crate::config::Cli;
+use crate::store::{NodeRecord, PostgresStore};
+
+/// Joins the cluster of the shared store `shared` as this daemon's node and starts its
+/// membership (`fatal` is cancelled when the node stands down). A node
+/// that may lead at once (no live leader, or the leader was this node's previous daemon)
+/// does before it serves anyone.
+pub async fn join(
+    cli: &Cli,
+    shared: Arc<PostgresStore>,
+    data_dir: &Path,
+    socket: &Path,
+    fatal: &CancellationToken,
+) -> anyhow::Result<Arc<Membership>> {
+    let record = node_record(cli, data_dir, socket)?;
+    let lease = cli.node_lease;
+    let membership = tokio::task::spawn_blocking(move || {
+        let membership = Membership::join(shared, record, lease)?;
+        membership.beat_once();
+        Ok::<_, super::ClusterError>(membership)
+    })
+    .await??;
+    membership.start(fatal.clone());
+    Ok(membership)
+}
+
+/// What this daemon registers about itself as a node of its cluster.
+fn node_record(cli: &Cli, data_dir: &Path, socket: &Path) -> anyhow::Result<NodeRecord> {
+    let data_dir_id = crate::testenv::instance_id(data_dir)
+        .with_context(|| format!("reading the instance id of {}", data_dir.display()))?;
+    Ok(NodeRecord {
+        name: cli
+            .node
+            .clone()
+            .unwrap_or_else(|| super::default_node_name(data_dir)),
+        instance: super::new_instance(),
+        home: format!("{}:{data_dir_id}", super::host_name()),
+        host: super::host_name(),
+        pid: std::process::id(),
+        socket: socket.display().to_string(),
+        http: cli
+            .port
+            .map(|port| std::net::SocketAddr::new(cli.bind, port).to_string()),
+        parallel: cli.parallel,
+        labels: cli.labels.clone(),
+    })
+}

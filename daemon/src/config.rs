@@ -69,8 +69,8 @@ pub struct Cli {
     #[arg(long, value_name = "NAME", value_parser = crate::cluster::parse_node_name)]
     pub node: Option<String>,
 
-    /// A label of this node (`docker`, `region=eu-west`; repeatable), shown by `orch
-    /// cluster nodes` (`--storage-type postgres`).
+    /// A label of this node (`docker`, `region=eu-west`; repeatable): a task submitted
+    /// with `--on LABEL` runs only on a node that has it. Shown by `orch cluster nodes`.
     #[arg(long = "label", value_name = "LABEL", value_parser = crate::cluster::parse_label)]
     pub labels: Vec<String>,
 
@@ -350,9 +350,9 @@ impl Cli {
     fn check_cluster_flags(&self) -> Result<(), ConfigError> {
         let clustered = self.storage_type == StorageType::Postgres;
         let lease_given = self.node_lease != crate::cluster::DEFAULT_LEASE;
-        if !clustered && (self.node.is_some() || !self.labels.is_empty() || lease_given) {
+        if !clustered && (self.node.is_some() || lease_given) {
             return Err(ConfigError::Cluster(
-                "--node, --label and --node-lease are settings of a cluster node: they need --storage-type postgres".into(),
+                "--node and --node-lease are settings of a cluster node: they need --storage-type postgres".into(),
             ));
         }
         if clustered && self.no_supervisor {

@@ -138,11 +138,36 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     ));
     let audit = Arc::new(audit::archive::Archive::open(&data_dir, store.clone())?);
     // Left last, once the engine's writes are done: until then the lease is renewed.
-    let membership = match shared {
+    let membership = match &shared {
         Some(shared) => {
-            Some(cluster::start::join(&cli, shared, &data_dir, &socket_path, &fatal).await?)
+            Some(cluster::start::join(&cli, shared.clone(), &data_dir, &socket_path, &fatal).await?)
         }
         None => None,
+    };
+    let runner = Runner::new(RunnerConfig {
+        nu_binary: cli.nu_binary.clone(),
+        logs_dir: logs_dir.clone(),
+        data_dir: data_dir.clone(),
+        max_log_bytes: cli.max_log_bytes,
+        supervise: !cli.no_supervisor,
+        binary: std::env::current_exe().context("finding the daemon's own binary")?,
+        supervisor_grace: cli.supervisor_grace,
+    })
+    .context("preparing the directory of task parameters")?;
+    // Every node of a cluster runs the attempts placed on it, the leader's included.
+    let worker_stop = CancellationToken::new();
+    let worker = match (&shared, &membership) {
+        (Some(shared), Some(membership)) => {
+            runner.fence_with(membership.fence_deadlines());
+            let node = cluster::worker::WorkerNode {
+                name: membership.name().to_string(),
+                instance: membership.instance().to_string(),
+            };
+            let started =
+                cluster::worker::start(shared.clone(), node, runner.clone(), worker_stop.clone());
+            Some(started.await.context("taking over this node's attempts")?)
+        }
+        _ => None,
     };
     let common = Common {
         store: store.clone(),
@@ -181,8 +206,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         match cluster::standby::serve(ctx, membership, &listener, http).await {
             Some(term) => tracing::info!(term, "leading: loading the live state"),
             None => {
+                let left = stop_worker(worker, &worker_stop).await;
                 let leaving = membership.clone();
-                tokio::task::spawn_blocking(move || leaving.leave(false)).await?;
+                tokio::task::spawn_blocking(move || leaving.leave(left)).await?;
                 if let Some(reason) = membership.stood_down() {
                     anyhow::bail!("the node stood down: {reason}");
                 }
@@ -209,25 +235,24 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Box::new(move |took| observe.observe(took.as_secs_f64())),
     );
     let bus = events::EventBus::default();
-    let runner = Runner::new(RunnerConfig {
-        nu_binary: cli.nu_binary.clone(),
-        logs_dir: logs_dir.clone(),
-        data_dir: data_dir.clone(),
-        max_log_bytes: cli.max_log_bytes,
-        supervise: !cli.no_supervisor,
-        binary: std::env::current_exe().context("finding the daemon's own binary")?,
-        supervisor_grace: cli.supervisor_grace,
-    })
-    .context("preparing the directory of task parameters")?;
-    if let Some(membership) = &membership {
-        runner.fence_with(membership.fence_deadlines());
-    }
+    // A cluster's attempts are placed on its nodes; a single daemon runs them itself.
+    let (nodes, placement) = match &shared {
+        Some(shared) => {
+            let (nodes, placement) = cluster::placement::starting(shared)?;
+            (nodes, Some(placement))
+        }
+        None => (
+            engine::Nodes::local(cli.parallel as usize, cli.labels.clone()),
+            None,
+        ),
+    };
     let parts = EngineParts {
         committer,
         store: store.clone(),
         bus: bus.clone(),
         runner,
-        parallel_limit: cli.parallel as usize,
+        nodes,
+        placement,
         fatal: fatal.clone(),
     };
     let stored_envs = snapshot.test_envs.clone();
@@ -235,6 +260,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let (engine, engine_task) = Engine::start(snapshot, parts)
         .await
         .context("recovering interrupted tasks")?;
+    if let (Some(shared), Some(membership)) = (&shared, &membership) {
+        let tick = membership.lease() / 10;
+        cluster::placement::follow(shared.clone(), engine.clone(), tick, shutdown.clone());
+    }
     let testenvs =
         testenv::TestEnvService::new(testenv_config(&cli, &common), engine.clone(), stored_envs)?;
     // Leftover scripts are stopped now; containers are recovered in the background
@@ -276,8 +305,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             "a state change could not be committed to the store; stopped without acting on it (see orchestrator.log)"
         );
     }
-    let leave_running =
-        ctx.leave_running.load(std::sync::atomic::Ordering::SeqCst) && !cli.no_supervisor;
+    // A cluster's attempts run on its nodes: the next leader follows them.
+    let leave_running = membership.is_some()
+        || (ctx.leave_running.load(std::sync::atomic::Ordering::SeqCst) && !cli.no_supervisor);
     if leave_running {
         tracing::info!("stopping: running tasks are left to the supervisor");
     } else {
@@ -295,10 +325,24 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             "store closed"
         );
     }
+    let left = stop_worker(worker, &worker_stop).await;
     if let Some(membership) = membership {
-        tokio::task::spawn_blocking(move || membership.leave(leave_running)).await?;
+        tokio::task::spawn_blocking(move || membership.leave(left)).await?;
     }
     Ok(())
+}
+
+/// Stops the node's worker, if any; whether it left attempts running under the
+/// supervisor (which stops them at its fence, so no other node may take over before).
+async fn stop_worker(
+    worker: Option<tokio::task::JoinHandle<usize>>,
+    stop: &CancellationToken,
+) -> bool {
+    stop.cancel();
+    match worker {
+        Some(worker) => worker.await.map_or(true, |left| left > 0),
+        None => false,
+    }
 }
 
 /// What every context of the daemon holds, whatever its part in a cluster.

@@ -108,6 +108,10 @@ pub struct TaskSpec {
     /// The workflow step this task runs, if any (set by the daemon, not by clients).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workflow: Option<StepRef>,
+    /// Labels the node that runs it must have (`orch submit --on docker`): in a cluster,
+    /// only a node with every one of them runs it; a single daemon has its `--label`s.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub on: Vec<String>,
 }
 
 impl TaskSpec {
@@ -129,6 +133,7 @@ impl TaskSpec {
             cwd: None,
             env: BTreeMap::new(),
             workflow: None,
+            on: Vec::new(),
         }
     }
 

@@ -31,6 +31,11 @@ impl Cluster {
 
     /// Three nodes; node number `http.0` (1 to 3) also serves HTTP on port `http.1`.
     fn start_with_http(extra: &[&str], http: Option<(usize, u16)>) -> Cluster {
+        Cluster::launch(extra, http, [&[], &[], &[]])
+    }
+
+    /// Three nodes, each with its own extra arguments too (`per_node`).
+    fn launch(extra: &[&str], http: Option<(usize, u16)>, per_node: [&[&str]; 3]) -> Cluster {
         let db = TestDatabase::create();
         let url = db.url();
         let nodes = (1..=3)
@@ -48,6 +53,7 @@ impl Cluster {
                     LEASE,
                 ];
                 args.extend_from_slice(extra);
+                args.extend_from_slice(per_node[n - 1]);
                 if let Some(port) = &port {
                     args.extend(["--port", port.as_str()]);
                 }
@@ -428,4 +434,101 @@ fn a_rollback_under_way_when_the_leader_dies_is_finished_by_the_next_leader() {
     // The compensation the old leader's supervisor was running was stopped with it and
     // run again by the next leader; the finished one did not run again.
     assert_eq!(lines(&dir.join("rollback.txt")), ["rb", "ra", "ra"]);
+}
+
+/// A shell command that appends `TASK ATTEMPT DATA_DIR` to `ledger` (the node that runs
+/// it: every task gets its node's data directory as `ORCH_DATA_DIR`), then ticks as
+/// [`ledger_task`] does.
+fn placed_task(ledger: &Path, ticks: u32) -> String {
+    format!(
+        "echo \"$ORCH_TASK_ID $ORCH_ATTEMPT $ORCH_DATA_DIR\" >> {}.nodes; {}",
+        ledger.display(),
+        ledger_task(ledger, ticks)
+    )
+}
+
+/// Where each attempt ran, from [`placed_task`]'s lines: (task, attempt) → data directory.
+fn placements(ledger: &Path) -> BTreeMap<(u64, u32), String> {
+    let nodes = ledger.with_extension("txt.nodes");
+    lines(&nodes)
+        .iter()
+        .map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let [task, attempt, dir] = fields[..] else {
+                panic!("a torn line: {line:?}");
+            };
+            let key = (task.parse().unwrap(), attempt.parse().unwrap());
+            (key, dir.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn every_node_runs_tasks_by_capacity_and_labels_and_a_killed_nodes_attempts_run_elsewhere() {
+    let mut cluster = Cluster::launch(
+        &["--parallel", "2"],
+        None,
+        [&[], &[], &["--label", "docker"]],
+    );
+    let ledger = cluster.nodes[0].dir().join("ledger.txt");
+    let leader = cluster.nodes[0].nu();
+    let dirs: Vec<String> = (0..3)
+        .map(|i| cluster.nodes[i].data_dir().display().to_string())
+        .collect();
+    // A label no node has is refused, naming the nodes' labels (once the leader has
+    // seen all three join).
+    let refused = eventually(Duration::from_secs(10), "the leader sees n3", || {
+        let refused = leader.try_run("orch submit --on gpu true").unwrap_err();
+        refused.contains("n3 [docker]").then_some(refused)
+    });
+    assert!(refused.contains("no node has all of them"), "{refused}");
+    // Six tasks fill the six slots of the three nodes; two more need docker (n3 only).
+    let command = placed_task(&ledger, 30);
+    let task = format!("command: [sh -c '{command}'], label: spread, retries: 3");
+    leader.run(&format!(
+        "0..<6 | each {{ {{{task}}} }} | orch submit | ignore"
+    ));
+    let docker = leader.json(&format!(
+        "0..<2 | each {{ {{{task}, on: [docker]}} }} | orch submit | get id"
+    ));
+    let docker: Vec<u64> = serde_json::from_value(docker).unwrap();
+    eventually(Duration::from_secs(30), "six attempts run", || {
+        (placements(&ledger).len() >= 6).then_some(())
+    });
+    let first = placements(&ledger);
+    for dir in &dirs {
+        let here = first.values().filter(|d| *d == dir).count();
+        assert_eq!(here, 2, "two attempts on {dir}: {first:?}");
+    }
+    // n2's daemon is killed: its supervisor stops its attempts before its lease runs out,
+    // and the leader then runs them again on the other nodes.
+    let on_n2: Vec<u64> = first
+        .iter()
+        .filter(|(_, d)| **d == dirs[1])
+        .map(|((id, _), _)| *id)
+        .collect();
+    cluster.nodes[1].kill9();
+    let killed = now_ms();
+    leader
+        .run("orch tasks --label spread --limit 100 | get id | orch wait --timeout 3min | ignore");
+    let finals = final_attempts(&leader, "spread", 8);
+    assert_each_ran_once(&runs(&ledger), &finals, Some(killed));
+    let placed = placements(&ledger);
+    for id in &on_n2 {
+        let last = finals[id];
+        assert!(last >= 2, "task {id} ran again: {placed:?}");
+        assert_ne!(
+            placed[&(*id, last)],
+            dirs[1],
+            "task {id} ran again elsewhere"
+        );
+    }
+    for ((id, attempt), dir) in placed.iter().filter(|((id, _), _)| docker.contains(id)) {
+        assert_eq!(*dir, dirs[2], "task {id} attempt {attempt} needs docker");
+    }
+    assert_eq!(
+        leader.json("orch cluster nodes | where name == n2 | get 0.role"),
+        "down"
+    );
+    assert_eq!(leader.json("orch audit verify | get intact"), true);
 }

@@ -124,6 +124,16 @@ impl Membership {
         &self.record.name
     }
 
+    /// This daemon's instance (random, per process).
+    pub fn instance(&self) -> &str {
+        &self.record.instance
+    }
+
+    /// The node's lease.
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
     /// Starts the membership thread; it runs until [`Self::leave`], and cancels
     /// `stand_down` when the node must stop (deposed, or its lease lost while leading).
     pub fn start(self: &Arc<Self>, stand_down: CancellationToken) {

@@ -9,17 +9,36 @@
 //! - [`standby`]: what a node answers while another leads: its health and the cluster;
 //!   every other request is refused with the leader's name and socket.
 //!
-//! The leader runs the engine and the tasks as a single daemon does; a takeover loads
-//! the live state from the store, and the attempts the old leader left running are
-//! interrupted (their processes are gone by then) and follow their retry policy.
+//! - [`placement`]: the leader's side of running attempts on the nodes: which nodes take
+//!   them, and the outcomes the nodes report.
+//! - [`worker`]: every node's side: it runs the attempts placed on it, under its
+//!   supervisor, and reports their outcomes through the store.
+//!
+//! The leader runs the engine; every node (the leader's included) runs the attempts
+//! placed on it. A takeover loads the live state from the store and follows the attempts
+//! running on live nodes; those of a node whose lease ran out (its processes are gone by
+//! then) are interrupted and follow their retry policy.
 
 pub mod membership;
+pub mod placement;
 pub mod standby;
 pub mod start;
+pub mod worker;
 
 use std::time::Duration;
 
 pub use membership::{ClusterError, Membership};
+
+/// Runs a store call off the runtime's threads.
+async fn blocking<T: Send + 'static>(
+    call: impl FnOnce() -> Result<T, crate::store::StoreError> + Send + 'static,
+) -> Result<T, crate::store::StoreError> {
+    tokio::task::spawn_blocking(call).await.unwrap_or_else(|e| {
+        Err(crate::store::StoreError::Backend(format!(
+            "a store call failed: {e}"
+        )))
+    })
+}
 
 /// The default lease of a node (`--node-lease`).
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(5);

@@ -17,11 +17,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::effects::{Answer, Effects, Step, Timer};
 use super::records::StoreRecords;
-use super::state::{EngineState, running_attempts};
+use super::state::{EngineState, NodeName, Nodes, running_attempts};
 use super::{EngineHandle, Input};
 use crate::events::EventBus;
 use crate::runner::{Launch, Report, ReportKind, Runner};
-use crate::store::{GroupCommitter, Snapshot, Store, StoreError};
+use crate::store::{GroupCommitter, PlacedAttempt, Snapshot, Store, StoreError, WriteBatch};
 
 /// What the engine needs from the rest of the daemon.
 pub struct EngineParts {
@@ -33,10 +33,20 @@ pub struct EngineParts {
     pub bus: EventBus,
     /// Starts processes.
     pub runner: Runner,
-    /// How many tasks may run at once.
-    pub parallel_limit: usize,
+    /// The nodes attempts run on: this daemon's own (the runner runs them), or a
+    /// cluster's (the store's placements carry them to the nodes' workers).
+    pub nodes: Nodes,
+    /// In a cluster: the attempts placed on nodes as the engine starts.
+    pub placement: Option<Placement>,
     /// Cancelled when the engine cannot go on (the store failed): the daemon stops.
     pub fatal: CancellationToken,
+}
+
+/// The placements of a cluster's attempts as the engine starts (read from the store).
+pub struct Placement {
+    /// Every placed attempt: task, attempt and node. An attempt the store has as running
+    /// with no placement was never handed to a node (the leader died between the two).
+    pub placed: Vec<(TaskId, u32, NodeName)>,
 }
 
 /// The engine's task: the state machine and the means to act on its steps.
@@ -47,8 +57,11 @@ pub struct Engine {
     /// The token of each running attempt, with the attempt's number.
     attempts: HashMap<TaskId, (u32, CancellationToken)>,
     /// Attempts whose end was reported since the last step was prepared: once that step
-    /// is durable, the runner lets go of what it kept for them.
+    /// is durable, the runner lets go of what it kept for them (in a cluster, that step
+    /// removes their placements).
     ended: Vec<(TaskId, u32)>,
+    /// Whether attempts are placed on a cluster's nodes rather than run here.
+    placed: bool,
 }
 
 /// What carries out a step's effects, on the committer's thread, once it is durable.
@@ -97,34 +110,21 @@ impl Engine {
     ) -> Result<(EngineHandle, tokio::task::JoinHandle<()>), EngineStartError> {
         let (sender, inbox) = mpsc::unbounded_channel();
         let (reporter, reports) = mpsc::unbounded_channel();
-        let runner = parts.runner.with_reports(reporter);
+        let runner = parts.runner.with_reports(reporter.clone());
         let runtime = tokio::runtime::Handle::current();
-        // Attempts still under the supervisor are taken over; the others interrupted.
         let running = running_attempts(&snapshot);
-        let adopted = runner.take_over(&running).await?;
-        let adopted_ids: HashSet<TaskId> = adopted.iter().map(|a| a.id).collect();
-        let launched: HashSet<TaskId> = adopted
-            .iter()
-            .filter(|a| a.launched)
-            .map(|a| a.id)
-            .collect();
-        let interrupted = running.iter().map(|(id, _)| *id);
-        let interrupted = interrupted.filter(|id| !launched.contains(id)).collect();
-        crate::orphans::kill_leftovers(runner.data_dir(), &interrupted);
-        let attempts = adopted.into_iter().map(|a| (a.id, (a.attempt, a.token)));
-        let attempts = attempts.collect();
+        let placed = parts.nodes.placed();
+        let (adopted, attempts, mut recovered) = match parts.placement {
+            Some(placement) => adopt_placed(&running, placement, &reporter),
+            None => adopt_supervised(&runner, &running, parts.nodes.here()).await?,
+        };
         let now = Utc::now();
         let records = StoreRecords {
             store: parts.store,
             fatal: parts.fatal.clone(),
         };
-        let (state, recovery) = EngineState::recover(
-            snapshot,
-            Box::new(records),
-            parts.parallel_limit,
-            now,
-            &adopted_ids,
-        );
+        let (state, recovery) =
+            EngineState::recover(snapshot, Box::new(records), parts.nodes, now, &adopted);
         let (held, queued) = state.held();
         tracing::info!(
             held,
@@ -144,9 +144,11 @@ impl Engine {
             executor,
             attempts,
             ended: Vec::new(),
+            placed,
         };
-        let Step { batch, effects } = recovery;
-        let work = engine.prepare(batch.events.clone(), effects);
+        let Step { mut batch, effects } = recovery;
+        batch.placements.done.append(&mut recovered);
+        let work = engine.prepare(&mut batch, effects);
         engine.committer.commit(batch).await?;
         engine.executor.carry_out(work, Ok(()));
         let join = tokio::spawn(engine.run(inbox, reports));
@@ -191,6 +193,12 @@ impl Engine {
     }
 
     fn feed(&mut self, input: Input) {
+        if let Input::Nodes { holding, .. } = &input {
+            for (id, attempt) in self.state.attempts_lost(holding) {
+                self.attempts.remove(&id);
+                self.ended.push((id, attempt));
+            }
+        }
         if let Input::Report(Report { id, attempt, kind }) = &input
             && matches!(kind, ReportKind::Exited(_) | ReportKind::NotStarted(_))
             && self.attempts.get(id).is_some_and(|(a, _)| a == attempt)
@@ -209,38 +217,52 @@ impl Engine {
         if step.is_empty() {
             return;
         }
-        let Step { batch, effects } = step;
-        let work = self.prepare(batch.events.clone(), effects);
+        let Step { mut batch, effects } = step;
+        let work = self.prepare(&mut batch, effects);
         let executor = self.executor.clone();
         self.committer.submit(batch, move |result| {
             executor.carry_out(work, result.as_ref().map(|_| ()))
         });
     }
 
-    /// Gives each attempt to launch its token, and finds the tokens of those to stop.
-    fn prepare(&mut self, events: Vec<Event>, effects: Effects) -> Work {
-        let launches = effects
-            .launches
-            .into_iter()
-            .map(|start| {
-                let token = CancellationToken::new();
-                self.attempts
-                    .insert(start.id, (start.attempt, token.clone()));
-                Launch {
+    /// Gives each attempt to launch its token, and finds the tokens of those to stop. In
+    /// a cluster, the launches, stops and ends go into `batch` as placements instead: the
+    /// nodes' workers act on them once they are committed.
+    fn prepare(&mut self, batch: &mut WriteBatch, effects: Effects) -> Work {
+        let mut launches = Vec::new();
+        for start in effects.launches {
+            let token = CancellationToken::new();
+            self.attempts
+                .insert(start.id, (start.attempt, token.clone()));
+            match start.node {
+                Some(node) => batch.placements.placed.push(PlacedAttempt {
+                    id: start.id,
+                    attempt: start.attempt,
+                    node: node.to_string(),
+                    spec: start.spec,
+                }),
+                None => launches.push(Launch {
                     id: start.id,
                     attempt: start.attempt,
                     spec: start.spec,
                     token,
-                }
-            })
-            .collect();
-        let stops = effects
-            .stops
-            .iter()
-            .filter_map(|id| self.attempts.get(id).map(|(_, token)| token.clone()))
-            .collect();
+                }),
+            }
+        }
+        let mut stops = Vec::new();
+        for id in &effects.stops {
+            match self.attempts.get(id) {
+                Some((attempt, _)) if self.placed => batch.placements.stops.push((*id, *attempt)),
+                Some((_, token)) => stops.push(token.clone()),
+                None => {}
+            }
+        }
+        let mut ended = std::mem::take(&mut self.ended);
+        if self.placed {
+            batch.placements.done.append(&mut ended);
+        }
         Work {
-            events,
+            events: batch.events.clone(),
             launches,
             stops,
             timers: effects.timers,
@@ -249,9 +271,69 @@ impl Engine {
             progress_written: effects.progress_written,
             stopped: effects.stopped,
             settled: effects.settled,
-            ended: std::mem::take(&mut self.ended),
+            ended,
         }
     }
+}
+
+/// What the engine starts with: the running attempts that go on (by node), the token of
+/// each, and placements to remove.
+type Adoption = (
+    HashMap<TaskId, NodeName>,
+    HashMap<TaskId, (u32, CancellationToken)>,
+    Vec<(TaskId, u32)>,
+);
+
+/// Takes over the attempts still under the data directory's supervisor; the processes
+/// the others left running are stopped (they are interrupted).
+async fn adopt_supervised(
+    runner: &Runner,
+    running: &[(TaskId, u32)],
+    here: NodeName,
+) -> Result<Adoption, EngineStartError> {
+    let adopted = runner.take_over(running).await?;
+    let launched: HashSet<TaskId> = adopted
+        .iter()
+        .filter(|a| a.launched)
+        .map(|a| a.id)
+        .collect();
+    let interrupted = running.iter().map(|(id, _)| *id);
+    let interrupted = interrupted.filter(|id| !launched.contains(id)).collect();
+    crate::orphans::kill_leftovers(runner.data_dir(), &interrupted);
+    let nodes = adopted.iter().map(|a| (a.id, here.clone())).collect();
+    let attempts = adopted.into_iter().map(|a| (a.id, (a.attempt, a.token)));
+    Ok((nodes, attempts.collect(), Vec::new()))
+}
+
+/// In a cluster: every running attempt with a placement goes on, on its node (one whose
+/// node is gone is interrupted once the nodes are known); one without was never handed to
+/// a node and is reported as not started. Placements of attempts that are not running
+/// any more are removed.
+fn adopt_placed(
+    running: &[(TaskId, u32)],
+    placement: Placement,
+    reporter: &mpsc::UnboundedSender<Report>,
+) -> Adoption {
+    let mut placed: HashMap<(TaskId, u32), NodeName> = placement
+        .placed
+        .into_iter()
+        .map(|(id, attempt, node)| ((id, attempt), node))
+        .collect();
+    let (mut nodes, mut attempts) = (HashMap::new(), HashMap::new());
+    for &(id, attempt) in running {
+        let node = placed.remove(&(id, attempt)).unwrap_or_else(|| {
+            // Reported before any other input: its slot is freed at once.
+            let reason = "the leader stopped before placing it on a node".to_string();
+            let kind = ReportKind::NotStarted(reason);
+            let _ = reporter.send(Report { id, attempt, kind });
+            NodeName::from("")
+        });
+        tracing::info!(task = id, attempt, %node, "following an attempt placed on a node");
+        nodes.insert(id, node);
+        attempts.insert(id, (attempt, CancellationToken::new()));
+    }
+    let stale: Vec<(TaskId, u32)> = placed.into_keys().collect();
+    (nodes, attempts, stale)
 }
 
 impl Executor {

@@ -73,6 +73,8 @@ pub struct Start {
     pub attempt: u32,
     /// What to run.
     pub spec: TaskSpec,
+    /// The node of the cluster that runs it (`None`: this daemon runs it).
+    pub node: Option<super::state::NodeName>,
 }
 
 /// A retry timer: at `due`, task `id` is queued for `next_attempt`.

@@ -21,8 +21,11 @@ mod records;
 mod state;
 mod validate;
 
-pub use driver::{Engine, EngineParts, EngineStartError};
+pub use driver::{Engine, EngineParts, EngineStartError, Placement};
 pub use state::retention::{self, Keep, Rule, Selection};
+pub use state::{NodeName, NodeOffer, Nodes};
+
+use std::collections::HashSet;
 
 use orch_protocol::{
     Actor, ErrorReply, Task, TaskId, TaskSpec, TestEnv, WorkflowId, WorkflowSummary,
@@ -161,6 +164,15 @@ pub(crate) enum Input {
         /// The step's number.
         step: u64,
     },
+    /// The nodes of the cluster now: those that take attempts, and those that may still
+    /// run some (the attempts of any other node are gone: interrupted).
+    Nodes {
+        /// The live nodes, with their capacity and labels.
+        offers: Vec<NodeOffer>,
+        /// The nodes whose attempts may still run (the live ones, and those whose
+        /// fence has not run out).
+        holding: HashSet<NodeName>,
+    },
 }
 
 /// A cheap handle for sending commands to the engine.
@@ -186,6 +198,17 @@ impl EngineHandle {
         let input = Input::Request(make(tx));
         self.sender.send(input).map_err(|_| stopping())?;
         rx.await.map_err(|_| stopping())?
+    }
+
+    /// Tells the engine what became of an attempt run elsewhere (on a node of the
+    /// cluster).
+    pub fn report(&self, report: Report) {
+        let _ = self.sender.send(Input::Report(report));
+    }
+
+    /// Tells the engine which nodes take attempts and which still hold theirs.
+    pub fn nodes(&self, offers: Vec<NodeOffer>, holding: HashSet<NodeName>) {
+        let _ = self.sender.send(Input::Nodes { offers, holding });
     }
 
     /// Asks the engine to stop (stopping running attempts unless `leave_running`) and

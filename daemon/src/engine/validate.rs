@@ -47,6 +47,17 @@ pub fn validate(spec: &TaskSpec, index: usize) -> Result<(), ErrorReply> {
         _ if spec.label.as_deref().is_some_and(|l| l.trim().is_empty()) => {
             bad("label", "the label is empty".into())
         }
+        _ if spec.on.len() > MAX_NODE_LABELS => bad(
+            "on",
+            format!(
+                "{} node labels are required; at most {MAX_NODE_LABELS} may be",
+                spec.on.len()
+            ),
+        ),
+        _ if let Some((label, why)) = bad_node_label(&spec.on) => bad(
+            "on",
+            format!("the node label {label:?} is not valid: {why}"),
+        ),
         _ if spec_size(spec) > MAX_SPEC_BYTES => bad(
             "params",
             format!(
@@ -59,6 +70,18 @@ pub fn validate(spec: &TaskSpec, index: usize) -> Result<(), ErrorReply> {
             Ok(()) => Ok(()),
         },
     }
+}
+
+/// The most node labels one task may require.
+const MAX_NODE_LABELS: usize = 16;
+
+/// The first of `labels` that is not a valid label, with why.
+fn bad_node_label(labels: &[String]) -> Option<(&str, String)> {
+    labels.iter().find_map(|l| {
+        crate::cluster::parse_label(l)
+            .err()
+            .map(|why| (l.as_str(), why))
+    })
 }
 
 /// The longest single argument or environment entry (`KEY=value`) Linux passes to a

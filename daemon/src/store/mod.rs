@@ -18,7 +18,7 @@ use crate::audit::AuditRecord;
 
 pub use audit::AuditLog;
 pub use committer::GroupCommitter;
-pub use postgres::{Beat, Leader, NodeRecord, PostgresStore, Registration};
+pub use postgres::{Beat, Leader, NodeAttempt, NodeRecord, NodeSlots, PostgresStore, Registration};
 pub use redb::RedbStore;
 
 /// Errors from a store backend.
@@ -99,6 +99,41 @@ pub struct WriteBatch {
     /// `Some(true)`: the store is being filled by a migration, and a daemon refuses it
     /// until `Some(false)` says the copy is complete and checked.
     pub migration_underway: Option<bool>,
+    /// Attempts placed on, stopped on and taken back from the nodes of a cluster (only a
+    /// cluster's store, PostgreSQL, is given any).
+    pub placements: PlacementWrites,
+}
+
+/// What a batch changes in the placements of a cluster's attempts: each row tells a node
+/// to run an attempt; the node's worker reports its outcome in the same row.
+#[derive(Debug, Default)]
+pub struct PlacementWrites {
+    /// Attempts placed (each one's `Running` record is in the same batch).
+    pub placed: Vec<PlacedAttempt>,
+    /// Attempts to stop, as `(task, attempt)` (a cancel or a shutdown).
+    pub stops: Vec<(TaskId, u32)>,
+    /// Attempts whose end the batch records, as `(task, attempt)`: their rows go.
+    pub done: Vec<(TaskId, u32)>,
+}
+
+impl PlacementWrites {
+    /// True when there is nothing to write.
+    pub fn is_empty(&self) -> bool {
+        self.placed.is_empty() && self.stops.is_empty() && self.done.is_empty()
+    }
+}
+
+/// An attempt placed on a node.
+#[derive(Debug, Clone)]
+pub struct PlacedAttempt {
+    /// The task.
+    pub id: TaskId,
+    /// Which attempt.
+    pub attempt: u32,
+    /// The node that runs it.
+    pub node: String,
+    /// What to run.
+    pub spec: orch_protocol::TaskSpec,
 }
 
 impl WriteBatch {
@@ -116,6 +151,9 @@ impl WriteBatch {
             .max(other.events_removed_through);
         self.ids_used_through = self.ids_used_through.max(other.ids_used_through);
         self.migration_underway = other.migration_underway.or(self.migration_underway);
+        self.placements.placed.extend(other.placements.placed);
+        self.placements.stops.extend(other.placements.stops);
+        self.placements.done.extend(other.placements.done);
     }
 
     /// The highest id the batch takes: its new tasks', workflows' and test environments',
@@ -143,6 +181,7 @@ impl WriteBatch {
             && self.events_removed_through.is_none()
             && self.ids_used_through.is_none()
             && self.migration_underway.is_none()
+            && self.placements.is_empty()
     }
 }
 

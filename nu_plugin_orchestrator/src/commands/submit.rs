@@ -28,7 +28,7 @@ impl PluginCommand for Submit {
     }
 
     fn extra_description(&self) -> &str {
-        r#"The program runs directly, without a shell, in the current directory. Pipe in a record to submit one task, or a list of records to submit many in one durable step; each record takes the same settings as the flags (command, nu, script, priority, retries, backoff, max_backoff, timeout, after, label, params, cwd, env), and the flags give defaults for every record.
+        r#"The program runs directly, without a shell, in the current directory. Pipe in a record to submit one task, or a list of records to submit many in one durable step; each record takes the same settings as the flags (command, nu, script, priority, retries, backoff, max_backoff, timeout, after, label, on, params, cwd, env), and the flags give defaults for every record.
 
 A task reports progress by printing a JSON line such as {"progress": 40, "message": "installing"} on its standard output."#
     }
@@ -100,6 +100,12 @@ A task reports progress by printing a JSON line such as {"progress": 40, "messag
                 Some('l'),
             )
             .named(
+                "on",
+                SyntaxShape::Any,
+                "Node label(s) the node that runs it must have, all of them: docker, or [docker region=eu] (not the task's --label).",
+                None,
+            )
+            .named(
                 "params",
                 SyntaxShape::Any,
                 "Structured parameters handed to the task.",
@@ -150,6 +156,11 @@ A task reports progress by printing a JSON line such as {"progress": 40, "messag
             Example {
                 example: "let db = (orch submit --label db --nu 'sleep 1sec'); orch submit --after $db.id --label app echo ready",
                 description: "Start one task after another succeeded",
+                result: None,
+            },
+            Example {
+                example: "orch submit --on [docker region=eu] docker ps",
+                description: "Run on a node labelled both docker and region=eu",
                 result: None,
             },
             Example {

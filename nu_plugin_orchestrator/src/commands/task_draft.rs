@@ -93,6 +93,32 @@ fn task_ids(value: &Value) -> Result<Vec<u64>, LabeledError> {
     Ok(ids)
 }
 
+/// The node labels of `on`: one string, or a list of strings (each label is checked by
+/// the daemon, whose error then points at this value).
+fn node_labels(value: &Value) -> Result<Vec<String>, LabeledError> {
+    let wrong = |value: &Value, expected: &str| {
+        bad(
+            value.span(),
+            "invalid node labels",
+            format!("on: expected {expected}, got {}", value.get_type()),
+        )
+    };
+    match value {
+        Value::String { val, .. } => Ok(vec![val.clone()]),
+        Value::List { vals, .. } => vals
+            .iter()
+            .map(|item| match item {
+                Value::String { val, .. } => Ok(val.clone()),
+                other => Err(wrong(other, "each label to be a string")),
+            })
+            .collect(),
+        other => Err(wrong(
+            other,
+            "a label or a list of labels (docker, [docker region=eu])",
+        )),
+    }
+}
+
 fn env_map(value: &Value) -> Result<BTreeMap<String, String>, LabeledError> {
     let record = value
         .as_record()
@@ -188,7 +214,7 @@ impl TaskDraft {
                     value.span(),
                     "unknown task field",
                     format!(
-                        "`{name}` is not a task setting (use command, nu, script, priority, retries, backoff, max_backoff, timeout, after, label, params, cwd, env)"
+                        "`{name}` is not a task setting (use command, nu, script, priority, retries, backoff, max_backoff, timeout, after, label, on, params, cwd, env)"
                     ),
                 ));
             }
@@ -283,6 +309,10 @@ impl TaskDraft {
                 self.spec.label = Some(as_string(value)?);
                 "label"
             }
+            "on" => {
+                self.spec.on = node_labels(value)?;
+                "on"
+            }
             "params" => {
                 self.spec.params = value_to_json(value)?;
                 "params"
@@ -325,5 +355,96 @@ impl TaskDraft {
             self.spec.backoff.max_ms = self.spec.backoff.initial_ms;
         }
         Ok(self.spec)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use nu_protocol::{Record, Span, Value};
+
+    use super::*;
+
+    fn span(n: usize) -> Span {
+        Span::new(n, n + 1)
+    }
+
+    fn draft() -> TaskDraft {
+        TaskDraft {
+            kind: None,
+            spec: TaskSpec::command("", vec![]),
+            spans: Vec::new(),
+        }
+    }
+
+    /// The spec of a record `{command: [true], on: <on>}`, or its error.
+    fn with_on(on: Value) -> Result<TaskDraft, LabeledError> {
+        let mut record = Record::new();
+        record.push(
+            "command",
+            Value::list(vec![Value::string("true", span(1))], span(1)),
+        );
+        record.push("on", on);
+        let mut draft = draft();
+        draft.apply_record(&Value::record(record, span(0)), Path::new("/"))?;
+        Ok(draft)
+    }
+
+    fn label_span(error: &LabeledError) -> (String, Span) {
+        let label = &error.labels[0];
+        (label.text.clone(), label.span)
+    }
+
+    #[test]
+    fn on_takes_a_label_or_a_list_of_labels() {
+        let one = with_on(Value::string("docker", span(5))).unwrap();
+        assert!(one.field_spans().contains(&("on", span(5))));
+        assert_eq!(one.finish(span(0)).unwrap().on, ["docker"]);
+        let labels = vec![
+            Value::string("docker", span(6)),
+            Value::string("region=eu", span(7)),
+        ];
+        let many = with_on(Value::list(labels, span(5))).unwrap();
+        assert_eq!(many.finish(span(0)).unwrap().on, ["docker", "region=eu"]);
+        let none = with_on(Value::list(vec![], span(5))).unwrap();
+        assert!(none.finish(span(0)).unwrap().on.is_empty());
+    }
+
+    #[test]
+    fn a_wrong_on_is_refused_at_its_value() {
+        let error = with_on(Value::int(3, span(5))).err().unwrap();
+        assert_eq!(error.msg, "invalid node labels");
+        assert_eq!(
+            label_span(&error),
+            (
+                "on: expected a label or a list of labels (docker, [docker region=eu]), got int"
+                    .into(),
+                span(5)
+            )
+        );
+        let labels = vec![Value::string("docker", span(6)), Value::bool(true, span(7))];
+        let error = with_on(Value::list(labels, span(5))).err().unwrap();
+        assert_eq!(
+            label_span(&error),
+            (
+                "on: expected each label to be a string, got bool".into(),
+                span(7)
+            )
+        );
+    }
+
+    #[test]
+    fn unknown_record_keys_are_still_refused() {
+        let mut record = Record::new();
+        record.push("command", Value::string("true", span(1)));
+        record.push("node", Value::string("docker", span(2)));
+        let error = draft()
+            .apply_record(&Value::record(record, span(0)), Path::new("/"))
+            .err()
+            .unwrap();
+        assert_eq!(error.msg, "unknown task field");
+        let (text, at) = label_span(&error);
+        assert!(text.starts_with("`node` is not a task setting"), "{text}");
+        assert!(text.contains("label, on, params"), "{text}");
+        assert_eq!(at, span(2));
     }
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::fields::bounded_list;
+use super::fields::{bounded_list, node_labels};
 
 /// What an operation does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -123,6 +123,15 @@ pub struct Operation {
     /// Kill an attempt after this long (`30s`, `5min`, `1h`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
+    /// Labels the node that runs its step (and its compensation) must have, all of them:
+    /// one label (`on = "docker"`) or a list (`on = ["docker", "region=eu"]`).
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "node_labels"
+    )]
+    #[cfg_attr(feature = "schema", schemars(with = "super::fields::NodeLabels"))]
+    pub on: Vec<String>,
 }
 
 /// A batch workflow definition (from a TOML, NUON, JSON or Nickel file).
@@ -209,6 +218,43 @@ mod tests {
         assert!(
             error.contains("`type`: unknown operation type `teleport` (known: server_create, server_batch, taskserv_create, taskserv_batch, nu, script, command)"),
             "{error}"
+        );
+    }
+
+    #[test]
+    fn on_is_one_label_or_a_list_of_them() {
+        let on = |on: &str| {
+            let json = format!(r#"{{"id": "a", "type": "command", "command": ["true"]{on}}}"#);
+            serde_json::from_str::<Operation>(&json)
+                .map(|op| op.on)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(on(""), Ok(vec![]));
+        assert_eq!(on(r#", "on": "docker""#), Ok(vec!["docker".to_string()]));
+        assert_eq!(
+            on(r#", "on": ["docker", "region=eu"]"#),
+            Ok(vec!["docker".to_string(), "region=eu".to_string()])
+        );
+        for bad in [r#", "on": 3"#, r#", "on": ["docker", 3]"#, r#", "on": {}"#] {
+            let error = on(bad).unwrap_err();
+            assert!(error.starts_with("`on`: invalid type"), "{bad}: {error}");
+        }
+        let error = on(r#", "on": 3"#).unwrap_err();
+        assert!(
+            error.contains("expected a node label or a list of node labels"),
+            "{error}"
+        );
+        // Written back as a list, which reads again as the same operation.
+        let op: Operation =
+            serde_json::from_str(r#"{"id": "a", "type": "nu", "nu": "ls", "on": "docker"}"#)
+                .unwrap();
+        let json = serde_json::to_value(&op).unwrap();
+        assert_eq!(json["on"], serde_json::json!(["docker"]));
+        assert_eq!(serde_json::from_value::<Operation>(json).unwrap(), op);
+        assert!(
+            on(r#", "on": "docker", "node": "x""#)
+                .unwrap_err()
+                .contains("unknown field `node`")
         );
     }
 }

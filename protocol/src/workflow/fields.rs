@@ -1,5 +1,5 @@
-//! How request fields are read: lists bounded while they are read, and flattened fields
-//! that name themselves in their errors.
+//! How request fields are read: lists bounded while they are read, flattened fields that
+//! name themselves in their errors, and an operation's node labels (one or a list).
 
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
@@ -37,6 +37,42 @@ where
         }
     }
     deserializer.deserialize_seq(Bounded(std::marker::PhantomData))
+}
+
+/// The node labels of an operation's `on`: one label (`on = "docker"`) or a list of them,
+/// with `on` named in errors. How many labels, and which, the daemon checks per step.
+pub(crate) fn node_labels<'de, D>(deserializer: D) -> Result<Vec<String>, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    struct Labels;
+    impl<'de> serde::de::Visitor<'de> for Labels {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a node label or a list of node labels")
+        }
+        fn visit_str<E: serde::de::Error>(self, label: &str) -> Result<Vec<String>, E> {
+            Ok(vec![label.to_string()])
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<Vec<String>, A::Error> {
+            Vec::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))
+        }
+    }
+    deserializer
+        .deserialize_any(Labels)
+        .map_err(|e| D::Error::custom(format_args!("`on`: {e}")))
+}
+
+/// What the JSON Schema says `on` takes: one label or a list of them.
+#[cfg(feature = "schema")]
+#[derive(schemars::JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code, reason = "never built: only its schema is used")]
+pub(crate) enum NodeLabels {
+    /// One label.
+    One(String),
+    /// Several labels, all required.
+    Many(Vec<String>),
 }
 
 /// Reads a `T`, putting `field: ` before any error. Serde reads flattened fields from a

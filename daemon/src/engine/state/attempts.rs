@@ -3,12 +3,13 @@
 //! counts), deferred when the system lacked resources to start them, and their progress,
 //! coalesced to the latest value per task per commit.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use orch_protocol::{Attempt, AttemptOutcome, EventKind, Progress, TaskId, TaskState, TaskStatus};
 
 use super::backoff::retry_delay;
-use super::{EngineState, Lifecycle, Running, StopReason};
+use super::{EngineState, Lifecycle, NodeName, NodeOffer, Running, StopReason};
 use crate::engine::effects::{Start, Timer};
 use crate::store::TaskWrite;
 
@@ -16,12 +17,17 @@ use crate::store::TaskWrite;
 /// attempt is tried again.
 pub(super) const START_RETRY_DELAY: Duration = Duration::from_secs(2);
 
+/// How many queued tasks that no node can take now one turn passes over looking for one
+/// that can run, at most (each may have to be read from the store).
+const MAX_PASSED_OVER: usize = 256;
+
 impl EngineState {
-    /// Starts queued tasks while slots are free (none once a shutdown has begun).
+    /// Starts queued tasks while slots are free (none once a shutdown has begun), each on
+    /// a node with a free slot and the labels it requires. A task no node can take now
+    /// keeps its place in the queue while the tasks behind it go on.
     pub(super) fn dispatch(&mut self) {
-        while matches!(self.lifecycle, Lifecycle::Serving)
-            && self.running.len() < self.parallel_limit
-        {
+        let mut waiting = Vec::new();
+        while matches!(self.lifecycle, Lifecycle::Serving) && self.nodes.has_room() {
             let Some(id) = self.ready.pop() else { break };
             if !self.hold_live(id) {
                 continue; // a stale entry: finished (and let go of) since it was queued
@@ -30,15 +36,25 @@ impl EngineState {
             if !matches!(task.state, TaskState::Queued { .. }) {
                 continue; // a stale entry: cancelled or already started
             }
+            let Some(node) = self.nodes.pick(&task.spec.on) else {
+                waiting.push((task.spec.priority, id));
+                if waiting.len() == MAX_PASSED_OVER {
+                    break; // the next turn looks again
+                }
+                continue;
+            };
             if !self.take_workflow_slot(id) {
                 continue; // its workflow is at its limit: deferred until a slot frees
             }
-            self.start_attempt(id);
+            self.start_attempt(id, node);
+        }
+        for (priority, id) in waiting {
+            self.ready.push(priority, id);
         }
     }
 
-    /// Marks `id`'s next attempt running and asks for its launch.
-    fn start_attempt(&mut self, id: TaskId) {
+    /// Marks `id`'s next attempt running on `node` and asks for its launch.
+    fn start_attempt(&mut self, id: TaskId, node: NodeName) {
         let started_at = self.now;
         let task = self.tasks.get_mut(&id).expect("a queued task");
         let attempt = task.attempts.len() as u32 + 1;
@@ -58,22 +74,73 @@ impl EngineState {
             },
             EventKind::Started { attempt },
         );
+        self.nodes.take(&node);
+        let placed = self.nodes.placed().then(|| node.clone());
         let running = Running {
             attempt,
             stop: None,
+            node,
         };
         self.running.insert(id, running);
-        let start = Start { id, attempt, spec };
+        let start = Start {
+            id,
+            attempt,
+            spec,
+            node: placed,
+        };
         self.step.effects.launches.push(start);
+    }
+
+    /// The running attempts of the nodes not in `holding` (their leases ran out: their
+    /// processes are gone), as `(task, attempt)`.
+    pub fn attempts_lost(&self, holding: &HashSet<NodeName>) -> Vec<(TaskId, u32)> {
+        let mut lost: Vec<_> = self
+            .running
+            .iter()
+            .filter(|(_, r)| !holding.contains(&r.node))
+            .map(|(id, r)| (*id, r.attempt))
+            .collect();
+        lost.sort_unstable();
+        lost
+    }
+
+    /// The cluster's nodes changed: attempts go to the nodes of `offers` from now on, and
+    /// the attempts of nodes not in `holding` are interrupted (their leases ran out, so
+    /// their processes are gone) as a daemon's crash interrupts them: a workflow's step
+    /// is queued again without using a retry, another task follows its retry policy,
+    /// and an attempt being cancelled or stopped ends as that makes it end.
+    pub(super) fn nodes_changed(&mut self, offers: Vec<NodeOffer>, holding: &HashSet<NodeName>) {
+        for (id, attempt) in self.attempts_lost(holding) {
+            let running = &self.running[&id];
+            let node = running.node.clone();
+            tracing::warn!(task = id, attempt, %node, "the attempt's node is gone: interrupted");
+            if running.stop.is_some() {
+                self.exited(id, attempt, AttemptOutcome::Interrupted);
+            } else {
+                self.end_running(id, attempt);
+                self.interrupted(id, attempt);
+            }
+        }
+        self.nodes.replace(offers);
+    }
+
+    /// The running attempt of `id`, if it is attempt `attempt`, taken out of the running
+    /// ones (its slots freed).
+    fn end_running(&mut self, id: TaskId, attempt: u32) -> Option<Running> {
+        if self.running.get(&id)?.attempt != attempt {
+            return None; // an earlier attempt's late report
+        }
+        let running = self.running.remove(&id)?;
+        self.nodes.free(&running.node);
+        self.release_workflow_slot(id);
+        Some(running)
     }
 
     /// An attempt ended with `outcome`.
     pub(super) fn exited(&mut self, id: TaskId, attempt: u32, outcome: AttemptOutcome) {
-        let Some(running) = self.running.remove(&id) else {
+        let Some(running) = self.end_running(id, attempt) else {
             return;
         };
-        self.release_workflow_slot(id);
-        debug_assert_eq!(running.attempt, attempt);
         let outcome = match running.stop {
             Some(StopReason::Cancel) if !outcome.is_success() => AttemptOutcome::Cancelled,
             Some(StopReason::Shutdown) if !outcome.is_success() => AttemptOutcome::Interrupted,
@@ -172,15 +239,14 @@ impl EngineState {
     /// An attempt could not start for lack of system resources: unless it was being
     /// stopped anyway, it is not counted, and the task waits a short delay to try it again.
     pub(super) fn not_started(&mut self, id: TaskId, attempt: u32, reason: String) {
-        let Some(running) = self.running.get(&id) else {
+        let Some(running) = self.running.get(&id).filter(|r| r.attempt == attempt) else {
             return;
         };
         if running.stop.is_some() {
             // A cancel or a shutdown came first: the attempt ends as they make it end.
             return self.exited(id, attempt, AttemptOutcome::SpawnFailed { error: reason });
         }
-        self.running.remove(&id);
-        self.release_workflow_slot(id);
+        self.end_running(id, attempt);
         let task = self.tasks.get_mut(&id).expect("known task");
         if task.attempts.last().is_some_and(|a| a.number == attempt) {
             task.attempts.pop();

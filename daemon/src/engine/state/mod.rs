@@ -21,6 +21,7 @@ mod attempts;
 mod backoff;
 mod clean;
 mod live;
+pub mod placement;
 mod queue;
 mod recovery;
 mod requests;
@@ -50,6 +51,7 @@ use crate::store::TaskWrite;
 use queue::ReadyQueue;
 
 pub use live::Records;
+pub use placement::{NodeName, NodeOffer, Nodes};
 pub use recovery::running_attempts;
 
 /// What came of a change request, in words, for the audit log.
@@ -66,6 +68,8 @@ enum StopReason {
 struct Running {
     attempt: u32,
     stop: Option<StopReason>,
+    /// The node it runs on.
+    node: NodeName,
 }
 
 /// Where the engine is in its life.
@@ -108,7 +112,8 @@ pub struct EngineState {
     progress_in_flight: bool,
     /// Whether maps were shrunk since the driver last asked (see `live::compact`).
     compacted: bool,
-    parallel_limit: usize,
+    /// The nodes attempts run on, and their slots.
+    nodes: Nodes,
     next_id: TaskId,
     next_seq: u64,
     lifecycle: Lifecycle,
@@ -122,7 +127,7 @@ impl EngineState {
     /// An engine with nothing in it, whose next event has sequence number `next_seq`.
     fn empty(
         records: Box<dyn Records>,
-        parallel_limit: usize,
+        nodes: Nodes,
         next_seq: u64,
         now: DateTime<Utc>,
     ) -> EngineState {
@@ -142,7 +147,7 @@ impl EngineState {
             progress_dirty: BTreeSet::new(),
             progress_in_flight: false,
             compacted: false,
-            parallel_limit: parallel_limit.max(1),
+            nodes,
             next_id: 1,
             next_seq,
             lifecycle: Lifecycle::Serving,
@@ -165,6 +170,7 @@ impl EngineState {
             Input::RetryDue { id, next_attempt } => self.retry_due(id, next_attempt),
             Input::ProgressCommitted => self.progress_in_flight = false,
             Input::Committed { step } => self.committed(step),
+            Input::Nodes { offers, holding } => self.nodes_changed(offers, &holding),
         }
     }
 

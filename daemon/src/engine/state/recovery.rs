@@ -12,12 +12,12 @@
 //! priorities (their records stay in the store until they start) and finished ones outside
 //! workflows not at all.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use orch_protocol::{AttemptOutcome, StepRef, TaskId, TaskState, Workflow, WorkflowState};
 
-use super::{EngineState, Records, Running};
+use super::{EngineState, NodeName, Nodes, Records, Running};
 use crate::engine::effects::Step;
 use crate::store::Snapshot;
 
@@ -42,12 +42,12 @@ impl EngineState {
     pub fn recover(
         snapshot: Snapshot,
         records: Box<dyn Records>,
-        parallel_limit: usize,
+        nodes: Nodes,
         now: DateTime<Utc>,
-        adopted: &HashSet<TaskId>,
+        adopted: &HashMap<TaskId, NodeName>,
     ) -> (EngineState, Step) {
         let next_seq = snapshot.last_event_seq + 1;
-        let mut state = EngineState::empty(records, parallel_limit, next_seq, now);
+        let mut state = EngineState::empty(records, nodes, next_seq, now);
         let highest = snapshot
             .tasks
             .iter()
@@ -61,8 +61,8 @@ impl EngineState {
         let (mut interrupted, mut resumed) = (Vec::new(), Vec::new());
         for task in snapshot.tasks {
             match &task.state {
-                TaskState::Running { attempt, .. } if adopted.contains(&task.id) => {
-                    resumed.push((task.id, *attempt));
+                TaskState::Running { attempt, .. } if adopted.contains_key(&task.id) => {
+                    resumed.push((task.id, *attempt, adopted[&task.id].clone()));
                 }
                 TaskState::Running { attempt, .. } => interrupted.push((task.id, *attempt)),
                 TaskState::RetryWaiting {
@@ -83,8 +83,8 @@ impl EngineState {
             state.ready.push(priority, id);
         }
         state.recover_workflows(snapshot.workflows);
-        for (id, attempt) in resumed {
-            state.resume(id, attempt);
+        for (id, attempt, node) in resumed {
+            state.resume(id, attempt, node);
         }
         for (id, attempt) in interrupted {
             state.interrupted(id, attempt);
@@ -95,18 +95,27 @@ impl EngineState {
         (state, step)
     }
 
-    /// Counts attempt `attempt` of `id`, taken over by the runner, as running (with its
-    /// workflow's slot); its outcome comes as a report.
-    fn resume(&mut self, id: TaskId, attempt: u32) {
+    /// Counts attempt `attempt` of `id`, taken over by the runner on `node`, as running
+    /// (with its workflow's and its node's slots); its outcome comes as a report.
+    fn resume(&mut self, id: TaskId, attempt: u32, node: NodeName) {
+        self.nodes.take(&node);
         let stop = None;
-        self.running.insert(id, Running { attempt, stop });
+        self.running.insert(
+            id,
+            Running {
+                attempt,
+                stop,
+                node,
+            },
+        );
         if let Some(step) = &self.tasks[&id].spec.workflow {
             *self.workflow_running.entry(step.workflow).or_default() += 1;
         }
     }
 
-    /// Settles attempt `attempt` of `id`, which a daemon stop interrupted.
-    fn interrupted(&mut self, id: TaskId, attempt: u32) {
+    /// Settles attempt `attempt` of `id`, which a daemon stop (or the loss of its node)
+    /// interrupted.
+    pub(super) fn interrupted(&mut self, id: TaskId, attempt: u32) {
         tracing::warn!(task = id, attempt, "attempt interrupted by a daemon stop");
         self.finish_attempt(id, AttemptOutcome::Interrupted);
         match self.tasks[&id].spec.workflow.clone() {

@@ -34,6 +34,7 @@ impl EngineState {
         }
         for (index, spec) in specs.iter().enumerate() {
             validate(spec, index)?;
+            self.placeable(spec, index)?;
             // Ids are assigned in submission order, so a task may also name a task that
             // comes before it in the same batch (never itself or a later one: no cycles).
             let first_new = self.next_id;
@@ -66,6 +67,22 @@ impl EngineState {
             }
         }
         Ok(())
+    }
+
+    /// Refuses spec number `index` when no node has every label it requires (`on`).
+    pub(super) fn placeable(&self, spec: &TaskSpec, index: usize) -> Result<(), ErrorReply> {
+        if self.nodes.can_run(&spec.on) {
+            return Ok(());
+        }
+        Err(ErrorReply::field(
+            ErrorKind::BadRequest,
+            "on",
+            format!(
+                "task #{index} requires a node labelled {}, and no node has all of them (nodes: {})",
+                spec.on.join(", "),
+                self.nodes.describe()
+            ),
+        ))
     }
 
     /// Cancels a task: a waiting one at once, a running one by stopping its attempt (the

@@ -27,14 +27,14 @@ impl EngineState {
         for (index, step) in draft.steps.iter().enumerate() {
             let checked = std::iter::once(&step.spec).chain(&step.rollback);
             if let Err(mut error) = checked
-                .map(|spec| validate(spec, index))
+                .map(|spec| validate(spec, index).and_then(|()| self.placeable(spec, index)))
                 .collect::<Result<Vec<_>, _>>()
             {
                 error.message = format!("step `{}`: {}", step.id, error.message);
                 return self.refuse(reply, error);
             }
         }
-        let waves = crate::workflows::wave_count(&draft, self.parallel_limit);
+        let waves = crate::workflows::wave_count(&draft, self.nodes.capacity());
         let id = self.next_id;
         self.next_id += 1;
         let mut task_of: HashMap<String, TaskId> = HashMap::new();

@@ -24,7 +24,7 @@ use crate::store::StoreError;
 pub(super) const EVENTS_CHANNEL: &str = "orch_events";
 
 /// The server's clock, in milliseconds since the Unix epoch.
-const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+pub(super) const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
 /// What a node registers about itself.
 #[derive(Debug, Clone)]
@@ -388,6 +388,16 @@ impl PostgresStore {
     /// is behind). It closes when the connection does (the reader then falls back to
     /// polling), and the connection closes once the receiver is dropped.
     pub fn event_wakeups(&self) -> Result<tokio::sync::watch::Receiver<u64>, StoreError> {
+        self.wakeups(EVENTS_CHANNEL)
+    }
+
+    /// A connection of its own that listens on `channel`: each notification sends one
+    /// wake-up on the returned channel (coalesced when the reader is behind). It closes
+    /// when the connection does, and the connection closes once the receiver is dropped.
+    pub(super) fn wakeups(
+        &self,
+        channel: &'static str,
+    ) -> Result<tokio::sync::watch::Receiver<u64>, StoreError> {
         let target = self.bridge.target.clone();
         self.bridge.run(async move {
             let (client, mut connection) = target
@@ -419,7 +429,7 @@ impl PostgresStore {
                 }
             });
             client
-                .batch_execute(&format!("LISTEN {EVENTS_CHANNEL}"))
+                .batch_execute(&format!("LISTEN {channel}"))
                 .await
                 .map_err(pg)?;
             Ok(rx)

@@ -25,6 +25,7 @@ mod audit;
 mod bridge;
 mod cluster;
 mod codec;
+mod placement;
 mod read;
 mod schema;
 mod target;
@@ -40,6 +41,7 @@ use super::{Snapshot, Store, StoreError, WriteBatch};
 use bridge::{Bridge, Conn, pg};
 pub use cluster::{Beat, Leader, NodeRecord, Registration};
 use codec::{decode, encode, record, signed, status_of, unsigned};
+pub use placement::{NodeAttempt, NodeSlots};
 use target::Target;
 pub use target::describe;
 

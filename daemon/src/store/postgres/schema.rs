@@ -66,6 +66,24 @@ const MIGRATIONS: &[&str] = &[
         since_ms bigint NOT NULL
     );
     INSERT INTO cluster_leader (term, node, instance, since_ms) VALUES (0, '', '', 0);",
+    // 3: the attempts placed on the nodes of a cluster: written with each attempt's
+    // `Running` record, run by the node's worker (which notes its instance before it
+    // starts the process, and its outcome once it ends), removed with the outcome's
+    // commit.
+    "CREATE TABLE cluster_attempts (
+        task_id bigint NOT NULL,
+        attempt integer NOT NULL,
+        node text NOT NULL,
+        spec text NOT NULL,
+        stop boolean NOT NULL DEFAULT false,
+        launched_by text,
+        outcome text,
+        PRIMARY KEY (task_id, attempt)
+    );
+    CREATE INDEX cluster_attempts_by_node ON cluster_attempts (node, task_id)
+        WHERE outcome IS NULL;
+    CREATE INDEX cluster_attempts_ended ON cluster_attempts (task_id)
+        WHERE outcome IS NOT NULL;",
 ];
 
 /// The schema version this binary writes.

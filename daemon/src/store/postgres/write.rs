@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use tokio_postgres::types::ToSql;
 
 use super::bridge::{Conn, pg};
+use super::placement::PlacementRows;
 use super::{EVENTS_REMOVED_THROUGH, LAST_TASK_ID, MIGRATION_UNDERWAY, encode, signed};
 use crate::audit::AuditRecord;
 use crate::store::{StoreError, WriteBatch};
@@ -46,6 +47,7 @@ pub(super) struct Plan {
     removals: Vec<i64>,
     audit: Vec<AuditRecord>,
     migration_underway: Option<bool>,
+    placements: PlacementRows,
 }
 
 impl Plan {
@@ -126,6 +128,7 @@ impl Plan {
             removals,
             audit: batch.audit.clone(),
             migration_underway: batch.migration_underway,
+            placements: PlacementRows::of(&batch.placements)?,
         })
     }
 
@@ -211,6 +214,7 @@ impl Plan {
         if let Some(sealed) = &sealed {
             sealed.write(&mut steps);
         }
+        self.placements.write(&mut steps);
         match self.migration_underway {
             Some(true) => steps.push(
                 "INSERT INTO meta (key, value) VALUES ($1, 1) ON CONFLICT (key) DO NOTHING",

@@ -101,7 +101,7 @@ fn operation(
 }
 
 /// A `nu`, `script` or `command` operation running `kind` in `base_dir`, with its own
-/// compensation.
+/// compensation (both on a node with the operation's labels).
 fn code_operation(
     op: &Operation,
     kind: TaskKind,
@@ -114,6 +114,7 @@ fn code_operation(
         spec.kind = kind;
         spec.params = op.params.clone();
         spec.cwd = Some(base_dir.to_path_buf());
+        spec.on = op.on.clone();
         spec
     };
     let mut spec = in_base_dir(kind);
@@ -216,7 +217,12 @@ fn infra_operation(
             )
         }
     };
-    let mut spec = nu_step(code, ctx.clone(), infra, sources);
+    // The step and its compensation run on a node with the operation's labels.
+    let on_labelled_node = |mut spec: TaskSpec| {
+        spec.on = op.on.clone();
+        spec
+    };
+    let mut spec = on_labelled_node(nu_step(code, ctx.clone(), infra, sources));
     spec.retries = op.retries;
     if timeout_ms.is_some() {
         spec.timeout_ms = timeout_ms;
@@ -224,7 +230,7 @@ fn infra_operation(
     Ok(DraftStep {
         id: op.id.clone(),
         description,
-        rollback: rollback_code.map(|code| nu_step(code, ctx, infra, sources)),
+        rollback: rollback_code.map(|code| on_labelled_node(nu_step(code, ctx, infra, sources))),
         spec,
         dependencies: op.dependencies.clone(),
         soft_dependencies: op.soft_dependencies.clone(),

@@ -103,14 +103,18 @@ mod tests {
         }
 
         fn expand(&self, request: WorkflowRequest) -> Result<Vec<String>, ExpandError> {
+            let draft = self.draft(request)?;
+            Ok(draft.steps.into_iter().map(|s| s.id).collect())
+        }
+
+        fn draft(&self, request: WorkflowRequest) -> Result<Draft, ExpandError> {
             let data_dir = self.workspace.path().join("data");
             let sources = Sources {
                 registry: &self.registry,
                 workspace: self.workspace.path(),
                 data_dir: &data_dir,
             };
-            let draft = expand(&request, &sources)?;
-            Ok(draft.steps.into_iter().map(|s| s.id).collect())
+            expand(&request, &sources)
         }
     }
 
@@ -183,5 +187,32 @@ mod tests {
             error.to_string(),
             "operation `a`: a `nu` operation needs `nu` (the code)"
         );
+    }
+
+    #[test]
+    fn a_batch_operation_runs_on_its_labelled_nodes() {
+        let batch: BatchRequest = serde_json::from_value(serde_json::json!({
+            "workflow": {"name": "b", "operations": [
+                {"id": "one", "type": "command", "command": ["docker", "ps"], "on": "docker"},
+                {"id": "many", "type": "nu", "nu": "ls", "rollback": "print undo",
+                 "on": ["docker", "region=eu"]},
+                {"id": "servers", "type": "server_create", "on": ["region=eu"]},
+                {"id": "anywhere", "type": "command", "command": ["true"]}
+            ]},
+            "infra": "lab"
+        }))
+        .unwrap();
+        let draft = Fixture::new().draft(WorkflowRequest::Batch(batch)).unwrap();
+        let on = |id: &str| {
+            let step = draft.steps.iter().find(|s| s.id == id).unwrap();
+            let rollback = step.rollback.as_ref().map(|r| r.on.clone());
+            (step.spec.on.clone(), rollback)
+        };
+        assert_eq!(on("one"), (vec!["docker".to_string()], None));
+        let both = vec!["docker".to_string(), "region=eu".to_string()];
+        assert_eq!(on("many"), (both.clone(), Some(both)));
+        let eu = vec!["region=eu".to_string()];
+        assert_eq!(on("servers"), (eu.clone(), Some(eu)));
+        assert_eq!(on("anywhere"), (vec![], None));
     }
 }

@@ -15,6 +15,7 @@ mod cleaning;
 mod dependencies;
 mod live;
 mod ordering;
+mod placement;
 mod progress;
 mod restarts;
 mod retention;
@@ -23,7 +24,7 @@ mod rollbacks;
 mod stopping;
 mod workflow_runs;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, TimeZone, Utc};
 use orch_protocol::{
@@ -35,7 +36,7 @@ use tokio::sync::oneshot;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use super::{EngineState, Records};
+use super::{EngineState, NodeName, Nodes, Records};
 use crate::engine::effects::Step;
 use crate::engine::{Command, Input, Reply};
 use crate::runner::{Report, ReportKind};
@@ -194,15 +195,15 @@ struct Harness {
 impl Harness {
     /// An empty engine that runs `parallel` tasks at once.
     fn new(parallel: usize) -> Harness {
+        Harness::on(Nodes::local(parallel, Vec::new()))
+    }
+
+    /// An empty engine whose attempts run on `nodes`.
+    fn on(nodes: Nodes) -> Harness {
         let stored = Stored::default();
         let records = Box::new(stored.clone());
-        let (state, step) = EngineState::recover(
-            Snapshot::default(),
-            records,
-            parallel,
-            t0(),
-            &HashSet::new(),
-        );
+        let (state, step) =
+            EngineState::recover(Snapshot::default(), records, nodes, t0(), &HashMap::new());
         assert!(step.is_empty());
         Harness {
             state,
@@ -226,8 +227,11 @@ impl Harness {
     ) -> (Harness, Step) {
         let stored = self.stored.clone();
         let records = Box::new(stored.clone());
+        let here = NodeName::from("");
+        let adopted = adopted.iter().map(|id| (*id, here.clone())).collect();
+        let nodes = Nodes::local(parallel, Vec::new());
         let (state, mut step) =
-            EngineState::recover(self.snapshot(), records, parallel, now, adopted);
+            EngineState::recover(self.snapshot(), records, nodes, now, &adopted);
         let mut h = Harness { state, stored, now };
         h.settle(&mut step);
         (h, step)

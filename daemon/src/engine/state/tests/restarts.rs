@@ -10,7 +10,7 @@ use crate::engine::state::running_attempts;
 /// `h`'s committed state, restarted `ms` later.
 fn restart(h: &Harness, ms: i64) -> (Harness, Step) {
     let later = h.now + chrono::Duration::milliseconds(ms);
-    h.restarted(h.state.parallel_limit, later)
+    h.restarted(h.state.nodes.capacity(), later)
 }
 
 #[test]

@@ -1,0 +1,283 @@
+//! A node's worker: it runs the attempts the leader placed on this node (the leader's own
+//! node included), under the node's supervisor, and writes their outcomes back into
+//! their placements (see [`crate::store::PlacementWrites`]).
+//!
+//! Each attempt goes through these steps, each durable before the next:
+//! 1. the leader commits the attempt's `Running` record and its placement together;
+//! 2. the worker notes its own instance on the placement (`launched_by`), while its lease
+//!    runs, and only then hands the attempt to the supervisor;
+//! 3. when the attempt ends, the worker writes its outcome into the placement (while its
+//!    lease runs) and only then lets the supervisor forget it;
+//! 4. the leader commits the outcome with the task's next state and removes the
+//!    placement.
+//!
+//! A worker that starts again (a restart of the node's daemon) takes over from the
+//! supervisor what its earlier instance launched: outcomes recorded meanwhile are
+//! written, running attempts followed; an attempt the supervisor (alive all along)
+//! never received is reported as not started, and one whose supervisor died is
+//! interrupted (its leftover processes stopped first). The supervisor is fenced by the
+//! node's lease, so a node cut off from the database stops its attempts before the
+//! leader may give them to another node.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use orch_protocol::{AttemptOutcome, TaskId, TaskSpec};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::blocking;
+use super::placement::NodeOutcome;
+use crate::runner::{Launch, Report, ReportKind, Runner};
+use crate::store::{NodeAttempt, PostgresStore, StoreError};
+
+/// How often the placements are read when no wake-up comes (and the listening connection
+/// works).
+const PLACEMENT_POLL: Duration = Duration::from_secs(1);
+/// How often they are read while the listening connection is down.
+const PLACEMENT_POLL_UNHEARD: Duration = Duration::from_millis(200);
+/// How long a worker waits before trying a failed store call again.
+const RETRY_DELAY: Duration = Duration::from_millis(200);
+
+/// The node a worker runs attempts for.
+#[derive(Debug, Clone)]
+pub struct WorkerNode {
+    /// The node's name.
+    pub name: String,
+    /// This daemon's instance.
+    pub instance: String,
+}
+
+/// Starts the worker of node `node` on `store`, running attempts with `runner` (whose
+/// supervisor is fenced by the node's lease), until `stop`. Returns once the attempts
+/// the earlier instance left are taken over; the task ends with the number of attempts
+/// left running under the supervisor.
+pub async fn start(
+    store: Arc<PostgresStore>,
+    node: WorkerNode,
+    runner: Runner,
+    stop: CancellationToken,
+) -> anyhow::Result<tokio::task::JoinHandle<usize>> {
+    let (reports_to, reports) = mpsc::unbounded_channel();
+    let mut worker = Worker {
+        store,
+        node,
+        runner: runner.with_reports(reports_to),
+        launched: HashMap::new(),
+        pending: Vec::new(),
+    };
+    worker.take_over().await?;
+    Ok(tokio::spawn(async move { worker.run(reports, stop).await }))
+}
+
+/// A node's worker.
+struct Worker {
+    store: Arc<PostgresStore>,
+    node: WorkerNode,
+    runner: Runner,
+    /// The attempts handed to the supervisor whose outcomes are not written yet, with the
+    /// token that stops each.
+    launched: HashMap<(TaskId, u32), CancellationToken>,
+    /// Outcomes to write into their placements.
+    pending: Vec<(TaskId, u32, NodeOutcome)>,
+}
+
+impl Worker {
+    /// Takes over what this node's earlier instance launched (see the module's doc).
+    async fn take_over(&mut self) -> anyhow::Result<()> {
+        let rows = self.attempts().await?;
+        let ours: Vec<(TaskId, u32)> = rows
+            .iter()
+            .filter(|r| r.launched_by.is_some())
+            .map(|r| (r.id, r.attempt))
+            .collect();
+        let adopted = self.runner.take_over(&ours).await?;
+        let adopted_keys: HashSet<(TaskId, u32)> =
+            adopted.iter().map(|a| (a.id, a.attempt)).collect();
+        for a in adopted {
+            self.launched.insert((a.id, a.attempt), a.token);
+        }
+        let lost: Vec<(TaskId, u32)> = ours
+            .into_iter()
+            .filter(|key| !adopted_keys.contains(key))
+            .collect();
+        let ids = lost.iter().map(|(id, _)| *id).collect();
+        crate::orphans::kill_leftovers(self.runner.data_dir(), &ids);
+        for (id, attempt) in lost {
+            tracing::warn!(
+                task = id,
+                attempt,
+                "an attempt this node ran before its restart is interrupted"
+            );
+            let outcome = NodeOutcome::Exited(AttemptOutcome::Interrupted);
+            self.pending.push((id, attempt, outcome));
+        }
+        Ok(())
+    }
+
+    /// Launches new placements and writes outcomes, at every wake-up, report and poll.
+    async fn run(
+        &mut self,
+        mut reports: mpsc::UnboundedReceiver<Report>,
+        stop: CancellationToken,
+    ) -> usize {
+        let store = self.store.clone();
+        let mut wakeups = blocking(move || store.placement_wakeups()).await.ok();
+        let mut look = true;
+        loop {
+            if !self.pending.is_empty() {
+                self.write_outcomes().await;
+            }
+            if look {
+                self.launch_new().await;
+            }
+            let poll = match (&wakeups, self.pending.is_empty()) {
+                (_, false) => RETRY_DELAY,
+                (Some(_), true) => PLACEMENT_POLL,
+                (None, true) => PLACEMENT_POLL_UNHEARD,
+            };
+            look = tokio::select! {
+                () = stop.cancelled() => return self.launched.len(),
+                Some(report) = reports.recv() => {
+                    self.reported(report);
+                    while let Ok(report) = reports.try_recv() {
+                        self.reported(report);
+                    }
+                    false
+                }
+                changed = async { wakeups.as_mut().expect("listening").changed().await },
+                    if wakeups.is_some() => {
+                    if changed.is_err() {
+                        tracing::warn!("the placements' wake-ups stopped; polling");
+                        wakeups = None;
+                    }
+                    true
+                }
+                () = tokio::time::sleep(poll) => true,
+            };
+        }
+    }
+
+    /// Notes what the runner says of an attempt: an end is to be written (progress is
+    /// not carried to the leader).
+    fn reported(&mut self, Report { id, attempt, kind }: Report) {
+        let outcome = match kind {
+            ReportKind::Exited(outcome) => NodeOutcome::Exited(outcome),
+            ReportKind::NotStarted(reason) => NodeOutcome::NotStarted(reason),
+            ReportKind::Progress(_) => return,
+        };
+        self.pending.push((id, attempt, outcome));
+    }
+
+    /// Writes the pending outcomes; once written (or no longer wanted: the placement was
+    /// taken back, or the node's lease ran out), the supervisor forgets them. A failed
+    /// write keeps them for the next turn.
+    async fn write_outcomes(&mut self) {
+        let mut texts = Vec::with_capacity(self.pending.len());
+        for (id, attempt, outcome) in &self.pending {
+            let text = serde_json::to_string(outcome).unwrap_or_else(|_| "null".into());
+            texts.push((*id, *attempt, text));
+        }
+        let (store, node) = (self.store.clone(), self.node.clone());
+        let written =
+            blocking(move || store.record_outcomes(&node.name, &node.instance, &texts)).await;
+        let recorded = match written {
+            Ok(recorded) => recorded,
+            Err(e) => return tracing::warn!(error = %e, "cannot record outcomes; trying again"),
+        };
+        for (id, attempt, outcome) in std::mem::take(&mut self.pending) {
+            if !recorded.contains(&(id, attempt)) {
+                tracing::warn!(
+                    task = id,
+                    attempt,
+                    ?outcome,
+                    "an outcome the leader no longer waits for is dropped"
+                );
+            }
+            self.launched.remove(&(id, attempt));
+            self.runner.release(id, attempt);
+        }
+    }
+
+    /// Reads this node's placements: launches the new ones (noted first), stops those the
+    /// leader asked to stop, and those it took back.
+    async fn launch_new(&mut self) {
+        let rows = match self.attempts().await {
+            Ok(rows) => rows,
+            Err(e) => return tracing::warn!(error = %e, "cannot read this node's placements"),
+        };
+        let placed: HashSet<(TaskId, u32)> = rows.iter().map(|r| (r.id, r.attempt)).collect();
+        for (key, token) in &self.launched {
+            let waiting = self.pending.iter().any(|(i, a, _)| (*i, *a) == *key);
+            if !placed.contains(key) && !waiting && !token.is_cancelled() {
+                tracing::warn!(
+                    task = key.0,
+                    attempt = key.1,
+                    "the leader took the attempt back: stopping it"
+                );
+                token.cancel();
+            }
+        }
+        let mut new = Vec::new();
+        for row in rows {
+            let key = (row.id, row.attempt);
+            match self.launched.get(&key) {
+                Some(token) if row.stop => token.cancel(),
+                Some(_) => {}
+                None if row.launched_by.is_none() => new.push(row),
+                None => {} // an earlier instance's: taken over at start
+            }
+        }
+        if !new.is_empty() {
+            self.launch(new).await;
+        }
+    }
+
+    /// Notes `rows` as launched by this instance, then hands those noted to the
+    /// supervisor (a stop already asked for is passed on at once).
+    async fn launch(&mut self, rows: Vec<NodeAttempt>) {
+        let keys: Vec<(TaskId, u32)> = rows.iter().map(|r| (r.id, r.attempt)).collect();
+        let (store, node) = (self.store.clone(), self.node.clone());
+        let marked = blocking(move || store.mark_launched(&node.name, &node.instance, &keys)).await;
+        let marked = match marked {
+            Ok(marked) => marked,
+            Err(e) => {
+                return tracing::warn!(error = %e, "cannot take placed attempts; trying again");
+            }
+        };
+        let runtime = tokio::runtime::Handle::current();
+        for row in rows
+            .into_iter()
+            .filter(|r| marked.contains(&(r.id, r.attempt)))
+        {
+            let spec: TaskSpec = match serde_json::from_str(&row.spec) {
+                Ok(spec) => spec,
+                Err(e) => {
+                    let error = format!("the placed task cannot be read by this node: {e}");
+                    let outcome = NodeOutcome::Exited(AttemptOutcome::SpawnFailed { error });
+                    self.pending.push((row.id, row.attempt, outcome));
+                    continue;
+                }
+            };
+            let token = CancellationToken::new();
+            if row.stop {
+                token.cancel();
+            }
+            self.launched.insert((row.id, row.attempt), token.clone());
+            let launch = Launch {
+                id: row.id,
+                attempt: row.attempt,
+                spec,
+                token,
+            };
+            self.runner.launch(&runtime, launch);
+        }
+    }
+
+    /// This node's placements without an outcome.
+    async fn attempts(&self) -> Result<Vec<NodeAttempt>, StoreError> {
+        let (store, name) = (self.store.clone(), self.node.name.clone());
+        blocking(move || store.node_attempts(&name)).await
+    }
+}

@@ -1,0 +1,317 @@
+//! The placements of a cluster's attempts (`cluster_attempts`, schema migration 3): one
+//! row per attempt the leader placed on a node, written in the same transaction as the
+//! attempt's `Running` record. The node's worker runs it (noting its instance in
+//! `launched_by` before it starts the process) and writes its outcome into the row; the
+//! leader commits the outcome with the task's next state and removes the row in that
+//! same transaction. A stop (cancel, shutdown) is a flag the leader sets on the row.
+//!
+//! Wake-ups go through LISTEN/NOTIFY: the leader's commits that place or stop attempts
+//! notify [`ATTEMPTS_CHANNEL`], a worker's outcomes [`OUTCOMES_CHANNEL`]; both sides poll
+//! as well, as a fallback.
+//!
+//! A worker's writes are fenced by its own lease: a node whose lease ran out (the
+//! leader may have given its attempts to others) writes nothing.
+
+use std::collections::HashSet;
+
+use orch_protocol::TaskId;
+
+use super::bridge::pg;
+use super::codec::{signed, unsigned};
+use super::write::Pipeline;
+use super::{PostgresStore, cluster::NOW_MS};
+use crate::store::{PlacementWrites, StoreError};
+
+/// The channel the leader's commits that place or stop attempts notify.
+pub(super) const ATTEMPTS_CHANNEL: &str = "orch_attempts";
+/// The channel a worker's outcomes notify.
+pub(super) const OUTCOMES_CHANNEL: &str = "orch_outcomes";
+
+/// An attempt placed on a node, as its worker reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeAttempt {
+    /// The task.
+    pub id: TaskId,
+    /// Which attempt.
+    pub attempt: u32,
+    /// What to run (the task spec as JSON).
+    pub spec: String,
+    /// The leader asked for it to be stopped.
+    pub stop: bool,
+    /// The worker instance that started it, if one did.
+    pub launched_by: Option<String>,
+}
+
+/// A node as placement sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSlots {
+    /// Its name.
+    pub name: String,
+    /// How many attempts it runs at once.
+    pub parallel: u32,
+    /// Its labels.
+    pub labels: Vec<String>,
+    /// Its lease runs: it takes attempts.
+    pub live: bool,
+    /// Its attempts may still run (its lease, or a dead instance's, has not run out).
+    pub holding: bool,
+}
+
+/// The rows of a batch's placements, ready to bind.
+pub(super) struct PlacementRows {
+    placed: (Vec<i64>, Vec<i32>, Vec<String>, Vec<String>),
+    stops: (Vec<i64>, Vec<i32>),
+    done: (Vec<i64>, Vec<i32>),
+}
+
+impl PlacementRows {
+    /// Encodes `writes`.
+    pub(super) fn of(writes: &PlacementWrites) -> Result<PlacementRows, StoreError> {
+        let mut placed = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for p in &writes.placed {
+            placed.0.push(signed("task", p.id)?);
+            placed.1.push(attempt_column(p.attempt));
+            placed.2.push(p.node.clone());
+            placed.3.push(super::encode("a task spec", &p.spec)?);
+        }
+        Ok(PlacementRows {
+            placed,
+            stops: key_columns(&writes.stops)?,
+            done: key_columns(&writes.done)?,
+        })
+    }
+
+    /// Adds the statements that write these rows (and wake the workers) to `steps`.
+    pub(super) fn write<'a>(&'a self, steps: &mut Pipeline<'a>) {
+        let p = &self.placed;
+        if !p.0.is_empty() {
+            steps.push(
+                "INSERT INTO cluster_attempts (task_id, attempt, node, spec)
+                 SELECT * FROM UNNEST($1::int8[], $2::int4[], $3::text[], $4::text[])
+                 ON CONFLICT (task_id, attempt) DO UPDATE SET node = EXCLUDED.node,
+                    spec = EXCLUDED.spec, stop = false, launched_by = NULL, outcome = NULL",
+                vec![&p.0, &p.1, &p.2, &p.3],
+            );
+        }
+        if !self.stops.0.is_empty() {
+            steps.push(
+                "UPDATE cluster_attempts AS c SET stop = true
+                 FROM UNNEST($1::int8[], $2::int4[]) AS s(task_id, attempt)
+                 WHERE c.task_id = s.task_id AND c.attempt = s.attempt",
+                vec![&self.stops.0, &self.stops.1],
+            );
+        }
+        if !p.0.is_empty() || !self.stops.0.is_empty() {
+            steps.push("SELECT pg_notify($1, '')", vec![&ATTEMPTS_CHANNEL]);
+        }
+        if !self.done.0.is_empty() {
+            steps.push(
+                "DELETE FROM cluster_attempts AS c
+                 USING UNNEST($1::int8[], $2::int4[]) AS d(task_id, attempt)
+                 WHERE c.task_id = d.task_id AND c.attempt = d.attempt",
+                vec![&self.done.0, &self.done.1],
+            );
+        }
+    }
+}
+
+/// An attempt number as the `integer` column.
+fn attempt_column(attempt: u32) -> i32 {
+    i32::try_from(attempt).unwrap_or(i32::MAX)
+}
+
+/// The `integer` column as an attempt number.
+fn attempt_of(value: i32) -> u32 {
+    u32::try_from(value).unwrap_or(0)
+}
+
+/// The statement that succeeds only while node `$1` instance `$2`'s lease runs.
+fn lease_runs() -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM cluster_nodes WHERE node = $1 AND instance = $2
+            AND expires_ms > {NOW_MS})"
+    )
+}
+
+impl PostgresStore {
+    /// Every placed attempt: task, attempt and node.
+    pub fn placements(&self) -> Result<Vec<(TaskId, u32, String)>, StoreError> {
+        self.read(|conn| async move {
+            let rows = conn
+                .query(
+                    "SELECT task_id, attempt, node FROM cluster_attempts ORDER BY task_id",
+                    &[],
+                )
+                .await?;
+            keyed_texts(rows)
+        })
+    }
+
+    /// The outcomes the nodes reported and the leader has not committed yet: task,
+    /// attempt and the outcome as the worker wrote it.
+    pub fn placement_outcomes(&self) -> Result<Vec<(TaskId, u32, String)>, StoreError> {
+        self.read(|conn| async move {
+            let rows = conn
+                .query(
+                    "SELECT task_id, attempt, outcome FROM cluster_attempts
+                     WHERE outcome IS NOT NULL ORDER BY task_id",
+                    &[],
+                )
+                .await?;
+            keyed_texts(rows)
+        })
+    }
+
+    /// Every node, with what placement needs of it.
+    pub fn node_slots(&self) -> Result<Vec<NodeSlots>, StoreError> {
+        self.read(|conn| async move {
+            let sql = format!(
+                "SELECT node, parallel, labels, expires_ms > {NOW_MS},
+                    GREATEST(expires_ms, fenced_until_ms) > {NOW_MS}
+                 FROM cluster_nodes ORDER BY node"
+            );
+            let rows = conn.query(&sql, &[]).await?;
+            let mut nodes = Vec::with_capacity(rows.len());
+            for row in rows {
+                let labels: String = row.try_get(2).map_err(pg)?;
+                nodes.push(NodeSlots {
+                    name: row.try_get(0).map_err(pg)?,
+                    parallel: u32::try_from(row.try_get::<_, i32>(1).map_err(pg)?).unwrap_or(0),
+                    labels: serde_json::from_str(&labels).unwrap_or_default(),
+                    live: row.try_get(3).map_err(pg)?,
+                    holding: row.try_get(4).map_err(pg)?,
+                });
+            }
+            Ok(nodes)
+        })
+    }
+
+    /// The attempts placed on `node` whose outcome it has not reported yet.
+    pub fn node_attempts(&self, node: &str) -> Result<Vec<NodeAttempt>, StoreError> {
+        let node = node.to_string();
+        self.read(|conn| async move {
+            let rows = conn
+                .query(
+                    "SELECT task_id, attempt, spec, stop, launched_by FROM cluster_attempts
+                     WHERE node = $1 AND outcome IS NULL ORDER BY task_id",
+                    &[&node],
+                )
+                .await?;
+            let mut attempts = Vec::with_capacity(rows.len());
+            for row in rows {
+                attempts.push(NodeAttempt {
+                    id: unsigned("task", row.try_get(0).map_err(pg)?)?,
+                    attempt: attempt_of(row.try_get(1).map_err(pg)?),
+                    spec: row.try_get(2).map_err(pg)?,
+                    stop: row.try_get(3).map_err(pg)?,
+                    launched_by: row.try_get(4).map_err(pg)?,
+                });
+            }
+            Ok(attempts)
+        })
+    }
+
+    /// Notes that instance `instance` of `node` starts these attempts, while its lease
+    /// runs; returns those noted (the others are no longer this node's to run).
+    pub fn mark_launched(
+        &self,
+        node: &str,
+        instance: &str,
+        keys: &[(TaskId, u32)],
+    ) -> Result<HashSet<(TaskId, u32)>, StoreError> {
+        let (node, instance) = (node.to_string(), instance.to_string());
+        let (ids, attempts) = key_columns(keys)?;
+        self.read(|conn| async move {
+            let sql = format!(
+                "UPDATE cluster_attempts AS c SET launched_by = $2
+                 FROM UNNEST($3::int8[], $4::int4[]) AS k(task_id, attempt)
+                 WHERE c.task_id = k.task_id AND c.attempt = k.attempt AND c.node = $1
+                    AND c.outcome IS NULL AND {}
+                 RETURNING c.task_id, c.attempt",
+                lease_runs()
+            );
+            let rows = conn
+                .query(&sql, &[&node, &instance, &ids, &attempts])
+                .await?;
+            returned_keys(rows)
+        })
+    }
+
+    /// Records the outcomes of `node`'s attempts (each the worker's text), while instance
+    /// `instance`'s lease runs, and wakes the leader; returns those recorded (the others
+    /// were taken back, or the lease ran out).
+    pub fn record_outcomes(
+        &self,
+        node: &str,
+        instance: &str,
+        outcomes: &[(TaskId, u32, String)],
+    ) -> Result<HashSet<(TaskId, u32)>, StoreError> {
+        let (node, instance) = (node.to_string(), instance.to_string());
+        let keys: Vec<(TaskId, u32)> = outcomes.iter().map(|(i, a, _)| (*i, *a)).collect();
+        let (ids, attempts) = key_columns(&keys)?;
+        let texts: Vec<String> = outcomes.iter().map(|(_, _, o)| o.clone()).collect();
+        self.read(|conn| async move {
+            let sql = format!(
+                "UPDATE cluster_attempts AS c SET outcome = o.outcome
+                 FROM UNNEST($3::int8[], $4::int4[], $5::text[]) AS o(task_id, attempt, outcome)
+                 WHERE c.task_id = o.task_id AND c.attempt = o.attempt AND c.node = $1
+                    AND c.outcome IS NULL AND {}
+                 RETURNING c.task_id, c.attempt",
+                lease_runs()
+            );
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
+                [&node, &instance, &ids, &attempts, &texts];
+            let recorded = returned_keys(conn.query(&sql, &params).await?)?;
+            if !recorded.is_empty() {
+                let channel = OUTCOMES_CHANNEL;
+                conn.execute("SELECT pg_notify($1, '')", &[&channel])
+                    .await?;
+            }
+            Ok(recorded)
+        })
+    }
+
+    /// Wake-ups when attempts are placed or stopped (for a node's worker).
+    pub fn placement_wakeups(&self) -> Result<tokio::sync::watch::Receiver<u64>, StoreError> {
+        self.wakeups(ATTEMPTS_CHANNEL)
+    }
+
+    /// Wake-ups when a node reports outcomes (for the leader).
+    pub fn outcome_wakeups(&self) -> Result<tokio::sync::watch::Receiver<u64>, StoreError> {
+        self.wakeups(OUTCOMES_CHANNEL)
+    }
+}
+
+/// `keys` as the two array columns.
+fn key_columns(keys: &[(TaskId, u32)]) -> Result<(Vec<i64>, Vec<i32>), StoreError> {
+    let mut columns = (
+        Vec::with_capacity(keys.len()),
+        Vec::with_capacity(keys.len()),
+    );
+    for &(id, attempt) in keys {
+        columns.0.push(signed("task", id)?);
+        columns.1.push(attempt_column(attempt));
+    }
+    Ok(columns)
+}
+
+/// The `(task_id, attempt, text)` of each row.
+fn keyed_texts(rows: Vec<tokio_postgres::Row>) -> Result<Vec<(TaskId, u32, String)>, StoreError> {
+    let mut keyed = Vec::with_capacity(rows.len());
+    for row in rows {
+        let id = unsigned("task", row.try_get(0).map_err(pg)?)?;
+        let attempt = attempt_of(row.try_get(1).map_err(pg)?);
+        keyed.push((id, attempt, row.try_get(2).map_err(pg)?));
+    }
+    Ok(keyed)
+}
+
+/// The `(task_id, attempt)` of each row.
+fn returned_keys(rows: Vec<tokio_postgres::Row>) -> Result<HashSet<(TaskId, u32)>, StoreError> {
+    let mut keys = HashSet::with_capacity(rows.len());
+    for row in rows {
+        let id = unsigned("task", row.try_get(0).map_err(pg)?)?;
+        keys.insert((id, attempt_of(row.try_get(1).map_err(pg)?)));
+    }
+    Ok(keys)
+}

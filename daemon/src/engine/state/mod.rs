@@ -12,6 +12,8 @@
 //! - `attempts`: starting attempts, their ends, retries with backoff, progress;
 //! - `workflows` (requests), `workflow_advance` (success, failure, rollback rounds) and
 //!   `workflow_limits` (the per-workflow parallel limit);
+//! - `placement`: the nodes attempts run on (this daemon, or a cluster's), their slots
+//!   and labels;
 //! - `recovery` (after a restart), `clean` (`orch clean`), `queue`, `backoff`;
 //! - `live`: which tasks are held in full, which by their priority only (queued ones),
 //!   which not at all (finished ones), and the reads of the store's committed records

@@ -155,7 +155,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     })
     .context("preparing the directory of task parameters")?;
     // Every node of a cluster runs the attempts placed on it, the leader's included.
-    let worker_stop = CancellationToken::new();
     let worker = match (&shared, &membership) {
         (Some(shared), Some(membership)) => {
             runner.fence_with(membership.fence_deadlines());
@@ -163,8 +162,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 name: membership.name().to_string(),
                 instance: membership.instance().to_string(),
             };
-            let started =
-                cluster::worker::start(shared.clone(), node, runner.clone(), worker_stop.clone());
+            let started = cluster::worker::start(shared.clone(), node, runner.clone());
             Some(started.await.context("taking over this node's attempts")?)
         }
         _ => None,
@@ -206,7 +204,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         match cluster::standby::serve(ctx, membership, &listener, http).await {
             Some(term) => tracing::info!(term, "leading: loading the live state"),
             None => {
-                let left = stop_worker(worker, &worker_stop).await;
+                let handover = ctx_leaves_running(standby_ctx.as_ref());
+                let left = stop_worker(worker, handover).await;
                 let leaving = membership.clone();
                 tokio::task::spawn_blocking(move || leaving.leave(left)).await?;
                 if let Some(reason) = membership.stood_down() {
@@ -305,9 +304,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             "a state change could not be committed to the store; stopped without acting on it (see orchestrator.log)"
         );
     }
-    // A cluster's attempts run on its nodes: the next leader follows them.
-    let leave_running = membership.is_some()
-        || (ctx.leave_running.load(std::sync::atomic::Ordering::SeqCst) && !cli.no_supervisor);
+    // A cluster's attempts run on its nodes: the next leader follows them (this node's
+    // own are stopped by its worker below, unless the stop leaves them running).
+    let handover = ctx_leaves_running(Some(&ctx));
+    let leave_running = membership.is_some() || (handover && !cli.no_supervisor);
     if leave_running {
         tracing::info!("stopping: running tasks are left to the supervisor");
     } else {
@@ -325,24 +325,27 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             "store closed"
         );
     }
-    let left = stop_worker(worker, &worker_stop).await;
+    let left = stop_worker(worker, handover).await;
     if let Some(membership) = membership {
         tokio::task::spawn_blocking(move || membership.leave(left)).await?;
     }
     Ok(())
 }
 
-/// Stops the node's worker, if any; whether it left attempts running under the
+/// Stops the node's worker, if any (leaving its attempts to the supervisor with
+/// `leave_running`, else stopping them); whether it left attempts running under the
 /// supervisor (which stops them at its fence, so no other node may take over before).
-async fn stop_worker(
-    worker: Option<tokio::task::JoinHandle<usize>>,
-    stop: &CancellationToken,
-) -> bool {
-    stop.cancel();
+async fn stop_worker(worker: Option<cluster::worker::WorkerHandle>, leave_running: bool) -> bool {
     match worker {
-        Some(worker) => worker.await.map_or(true, |left| left > 0),
+        Some(worker) => worker.stop(leave_running).await,
         None => false,
     }
+}
+
+/// Whether the stop asked for leaves running attempts to the supervisor
+/// (`orch daemon stop --leave-running`, a restart, an upgrade).
+fn ctx_leaves_running(ctx: Option<&Arc<ops::Context>>) -> bool {
+    ctx.is_some_and(|c| c.leave_running.load(std::sync::atomic::Ordering::SeqCst))
 }
 
 /// What every context of the daemon holds, whatever its part in a cluster.

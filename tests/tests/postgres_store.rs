@@ -413,3 +413,35 @@ fn migrate_refuses_a_mistyped_target_and_the_same_store_creating_nothing() {
         "nothing was created"
     );
 }
+
+#[test]
+fn a_plain_stop_stops_the_nodes_attempts_and_the_next_start_runs_them_without_using_one() {
+    let db = TestDatabase::create();
+    let mut daemon = start(&on(&db, &[]));
+    let nu = daemon.nu();
+    let (flag, runs) = (daemon.dir().join("go"), daemon.dir().join("runs.txt"));
+    // No retries: an attempt the stop counted would fail the task.
+    let id = nu.json(&format!(
+        "orch submit [sh -c 'echo run >> {}; while [ ! -e {} ]; do sleep 0.05; done'] | get id",
+        runs.display(),
+        flag.display()
+    ));
+    eventually(Duration::from_secs(10), "the task to run", || {
+        std::fs::read_to_string(&runs).ok().map(drop)
+    });
+    assert!(daemon.terminate().success(), "{}", daemon.stderr());
+    daemon.restart();
+    std::fs::write(&flag, "").unwrap();
+    let task = nu.json(&format!("orch wait {id} --timeout 30sec | first"));
+    assert_eq!(task["status"], "succeeded", "{task}");
+    assert_eq!(
+        task["attempts"], 1,
+        "the stopped attempt was not counted: {task}"
+    );
+    let lines = std::fs::read_to_string(&runs).unwrap();
+    assert_eq!(
+        lines.lines().count(),
+        2,
+        "stopped, then run again: {lines:?}"
+    );
+}

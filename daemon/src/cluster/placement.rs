@@ -144,7 +144,9 @@ impl Follower {
         self.fed = present;
     }
 
-    /// Tells the engine the nodes, when they changed.
+    /// Tells the engine the nodes, when they changed. The outcomes are read after the
+    /// nodes and handed over first, so that one a node wrote before its lease ran out is
+    /// committed rather than its attempt interrupted.
     async fn nodes(&mut self) {
         let store = self.store.clone();
         let slots = match blocking(move || store.node_slots()).await {
@@ -153,6 +155,7 @@ impl Follower {
         };
         let now = offers(&slots);
         if self.nodes.as_ref() != Some(&now) {
+            self.outcomes().await;
             self.engine.nodes(now.0.clone(), now.1.clone());
             self.nodes = Some(now);
         }

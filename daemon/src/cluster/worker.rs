@@ -39,6 +39,31 @@ const PLACEMENT_POLL: Duration = Duration::from_secs(1);
 const PLACEMENT_POLL_UNHEARD: Duration = Duration::from_millis(200);
 /// How long a worker waits before trying a failed store call again.
 const RETRY_DELAY: Duration = Duration::from_millis(200);
+/// How long a node that stops waits for its stopped attempts' ends (the runner's grace
+/// between TERM and KILL is 3 s).
+const DRAIN_LIMIT: Duration = Duration::from_secs(10);
+
+/// A running worker.
+pub struct WorkerHandle {
+    task: tokio::task::JoinHandle<usize>,
+    stop: CancellationToken,
+    drain: CancellationToken,
+}
+
+impl WorkerHandle {
+    /// Stops the worker. With `leave_running`, the attempts it runs are left to the
+    /// supervisor (whose fence stops them once the node's lease runs out); otherwise they
+    /// are stopped, and reported as not started (tried again without using an attempt)
+    /// unless they succeeded meanwhile. Whether attempts were left running.
+    pub async fn stop(self, leave_running: bool) -> bool {
+        if leave_running {
+            self.stop.cancel();
+        } else {
+            self.drain.cancel();
+        }
+        self.task.await.map_or(true, |left| left > 0)
+    }
+}
 
 /// The node a worker runs attempts for.
 #[derive(Debug, Clone)]
@@ -50,15 +75,13 @@ pub struct WorkerNode {
 }
 
 /// Starts the worker of node `node` on `store`, running attempts with `runner` (whose
-/// supervisor is fenced by the node's lease), until `stop`. Returns once the attempts
-/// the earlier instance left are taken over; the task ends with the number of attempts
-/// left running under the supervisor.
+/// supervisor is fenced by the node's lease), until it is stopped. Returns once the
+/// attempts the earlier instance left are taken over.
 pub async fn start(
     store: Arc<PostgresStore>,
     node: WorkerNode,
     runner: Runner,
-    stop: CancellationToken,
-) -> anyhow::Result<tokio::task::JoinHandle<usize>> {
+) -> anyhow::Result<WorkerHandle> {
     let (reports_to, reports) = mpsc::unbounded_channel();
     let mut worker = Worker {
         store,
@@ -68,7 +91,10 @@ pub async fn start(
         pending: Vec::new(),
     };
     worker.take_over().await?;
-    Ok(tokio::spawn(async move { worker.run(reports, stop).await }))
+    let (stop, drain) = (CancellationToken::new(), CancellationToken::new());
+    let (stopping, draining) = (stop.clone(), drain.clone());
+    let task = tokio::spawn(async move { worker.run(reports, stopping, draining).await });
+    Ok(WorkerHandle { task, stop, drain })
 }
 
 /// A node's worker.
@@ -116,11 +142,14 @@ impl Worker {
         Ok(())
     }
 
-    /// Launches new placements and writes outcomes, at every wake-up, report and poll.
+    /// Launches new placements and writes outcomes, at every wake-up, report and poll,
+    /// until `stop` (leaving the attempts running) or `drain` (stopping them first).
+    /// Returns how many attempts are left running.
     async fn run(
         &mut self,
         mut reports: mpsc::UnboundedReceiver<Report>,
         stop: CancellationToken,
+        drain: CancellationToken,
     ) -> usize {
         let store = self.store.clone();
         let mut wakeups = blocking(move || store.placement_wakeups()).await.ok();
@@ -139,6 +168,7 @@ impl Worker {
             };
             look = tokio::select! {
                 () = stop.cancelled() => return self.launched.len(),
+                () = drain.cancelled() => return self.drain(&mut reports).await,
                 Some(report) = reports.recv() => {
                     self.reported(report);
                     while let Ok(report) = reports.try_recv() {
@@ -170,6 +200,40 @@ impl Worker {
         self.pending.push((id, attempt, outcome));
     }
 
+    /// The node stops: its attempts are stopped, and once they have ended (within
+    /// [`DRAIN_LIMIT`]) their outcomes are written, each as not started (tried again
+    /// without using an attempt: the stop was not the task's fault) unless it succeeded.
+    /// Returns how many are left running.
+    async fn drain(&mut self, reports: &mut mpsc::UnboundedReceiver<Report>) -> usize {
+        for token in self.launched.values() {
+            token.cancel();
+        }
+        let deadline = tokio::time::Instant::now() + DRAIN_LIMIT;
+        let ended = |w: &Worker| {
+            w.launched
+                .keys()
+                .all(|k| w.pending.iter().any(|(i, a, _)| (*i, *a) == *k))
+        };
+        while !ended(self) {
+            match tokio::time::timeout_at(deadline, reports.recv()).await {
+                Ok(Some(report)) => self.reported(report),
+                Ok(None) | Err(_) => break,
+            }
+        }
+        for (_, _, outcome) in &mut self.pending {
+            if !matches!(outcome, NodeOutcome::Exited(o) if o.is_success()) {
+                *outcome = NodeOutcome::NotStarted("its node stopped".into());
+            }
+        }
+        for _ in 0..3 {
+            if self.pending.is_empty() {
+                break;
+            }
+            self.write_outcomes().await;
+        }
+        self.launched.len()
+    }
+
     /// Writes the pending outcomes; once written (or no longer wanted: the placement was
     /// taken back, or the node's lease ran out), the supervisor forgets them. A failed
     /// write keeps them for the next turn.
@@ -182,12 +246,19 @@ impl Worker {
         let (store, node) = (self.store.clone(), self.node.clone());
         let written =
             blocking(move || store.record_outcomes(&node.name, &node.instance, &texts)).await;
-        let recorded = match written {
-            Ok(recorded) => recorded,
+        let (recorded, gone) = match written {
+            Ok(answer) => answer,
             Err(e) => return tracing::warn!(error = %e, "cannot record outcomes; trying again"),
         };
-        for (id, attempt, outcome) in std::mem::take(&mut self.pending) {
-            if !recorded.contains(&(id, attempt)) {
+        let pending = std::mem::take(&mut self.pending);
+        for (id, attempt, outcome) in pending {
+            let key = (id, attempt);
+            if !recorded.contains(&key) && !gone.contains(&key) {
+                // The node's lease ran out for a moment: written once it runs again.
+                self.pending.push((id, attempt, outcome));
+                continue;
+            }
+            if gone.contains(&key) {
                 tracing::warn!(
                     task = id,
                     attempt,
@@ -195,7 +266,7 @@ impl Worker {
                     "an outcome the leader no longer waits for is dropped"
                 );
             }
-            self.launched.remove(&(id, attempt));
+            self.launched.remove(&key);
             self.runner.release(id, attempt);
         }
     }
@@ -222,10 +293,13 @@ impl Worker {
         let mut new = Vec::new();
         for row in rows {
             let key = (row.id, row.attempt);
+            let mine = row.launched_by.as_deref() == Some(self.node.instance.as_str());
             match self.launched.get(&key) {
                 Some(token) if row.stop => token.cancel(),
                 Some(_) => {}
-                None if row.launched_by.is_none() => new.push(row),
+                // Noted by this instance, but the answer was lost: noting it again is
+                // harmless, and it never reached the supervisor.
+                None if row.launched_by.is_none() || mine => new.push(row),
                 None => {} // an earlier instance's: taken over at start
             }
         }

@@ -3,6 +3,7 @@
 //! counts), deferred when the system lacked resources to start them, and their progress,
 //! coalesced to the latest value per task per commit.
 
+use std::cmp::Reverse;
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -17,16 +18,21 @@ use crate::store::TaskWrite;
 /// attempt is tried again.
 pub(super) const START_RETRY_DELAY: Duration = Duration::from_secs(2);
 
-/// How many queued tasks that no node can take now one turn passes over looking for one
+/// How many queued tasks that no node can take now one turn sets aside looking for one
 /// that can run, at most (each may have to be read from the store).
 const MAX_PASSED_OVER: usize = 256;
 
 impl EngineState {
     /// Starts queued tasks while slots are free (none once a shutdown has begun), each on
     /// a node with a free slot and the labels it requires. A task no node can take now
-    /// keeps its place in the queue while the tasks behind it go on.
+    /// waits aside (with its labels, so that looking again reads nothing) while the tasks
+    /// behind it go on; the waiting ones are looked at again, first, whenever a slot
+    /// frees or the nodes change.
     pub(super) fn dispatch(&mut self) {
-        let mut waiting = Vec::new();
+        if std::mem::take(&mut self.unplaced_changed) {
+            self.place_waiting();
+        }
+        let mut passed_over = 0;
         while matches!(self.lifecycle, Lifecycle::Serving) && self.nodes.has_room() {
             let Some(id) = self.ready.pop() else { break };
             if !self.hold_live(id) {
@@ -37,9 +43,11 @@ impl EngineState {
                 continue; // a stale entry: cancelled or already started
             }
             let Some(node) = self.nodes.pick(&task.spec.on) else {
-                waiting.push((task.spec.priority, id));
-                if waiting.len() == MAX_PASSED_OVER {
-                    break; // the next turn looks again
+                let key = (Reverse(task.spec.priority), id);
+                self.unplaced.insert(key, task.spec.on.clone());
+                passed_over += 1;
+                if passed_over == MAX_PASSED_OVER {
+                    break; // the next turn (its commit is one) goes on
                 }
                 continue;
             };
@@ -48,8 +56,25 @@ impl EngineState {
             }
             self.start_attempt(id, node);
         }
-        for (priority, id) in waiting {
-            self.ready.push(priority, id);
+    }
+
+    /// Starts the tasks waiting for a node that a node can take now, in queue order.
+    fn place_waiting(&mut self) {
+        let keys: Vec<(Reverse<i32>, TaskId)> = self.unplaced.keys().copied().collect();
+        for key in keys {
+            if !matches!(self.lifecycle, Lifecycle::Serving) || !self.nodes.has_room() {
+                return;
+            }
+            let Some(node) = self.nodes.pick(&self.unplaced[&key]) else {
+                continue;
+            };
+            self.unplaced.remove(&key);
+            let id = key.1;
+            let queued =
+                self.hold_live(id) && matches!(self.tasks[&id].state, TaskState::Queued { .. });
+            if queued && self.take_workflow_slot(id) {
+                self.start_attempt(id, node);
+            }
         }
     }
 
@@ -122,6 +147,7 @@ impl EngineState {
             }
         }
         self.nodes.replace(offers);
+        self.unplaced_changed = true;
     }
 
     /// The running attempt of `id`, if it is attempt `attempt`, taken out of the running
@@ -132,6 +158,7 @@ impl EngineState {
         }
         let running = self.running.remove(&id)?;
         self.nodes.free(&running.node);
+        self.unplaced_changed = true;
         self.release_workflow_slot(id);
         Some(running)
     }

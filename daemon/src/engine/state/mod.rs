@@ -36,7 +36,7 @@ mod workflows;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -116,6 +116,11 @@ pub struct EngineState {
     compacted: bool,
     /// The nodes attempts run on, and their slots.
     nodes: Nodes,
+    /// Queued tasks no node could take when their turn came (by queue order), with the
+    /// labels each requires; looked at again when a slot frees or the nodes change.
+    unplaced: BTreeMap<(std::cmp::Reverse<i32>, TaskId), Vec<String>>,
+    /// A slot freed or the nodes changed since the waiting tasks were last looked at.
+    unplaced_changed: bool,
     next_id: TaskId,
     next_seq: u64,
     lifecycle: Lifecycle,
@@ -150,6 +155,8 @@ impl EngineState {
             progress_in_flight: false,
             compacted: false,
             nodes,
+            unplaced: BTreeMap::new(),
+            unplaced_changed: false,
             next_id: 1,
             next_seq,
             lifecycle: Lifecycle::Serving,

@@ -98,9 +98,10 @@ impl Nodes {
             .map(|o| o.name.clone())
     }
 
-    /// Whether some node offered has every label of `on` (free or not).
+    /// Whether some node offered has every label of `on` (free or not); a task that
+    /// requires none may wait for any node.
     pub fn can_run(&self, on: &[String]) -> bool {
-        self.offers.iter().any(|o| o.has_all(on))
+        on.is_empty() || self.offers.iter().any(|o| o.has_all(on))
     }
 
     /// The labels of the nodes offered, for a refusal: `name [labels]` each.

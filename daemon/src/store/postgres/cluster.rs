@@ -110,8 +110,8 @@ impl PostgresStore {
                     http = EXCLUDED.http, parallel = EXCLUDED.parallel, labels = EXCLUDED.labels,
                     version = EXCLUDED.version, started_ms = EXCLUDED.started_ms,
                     heartbeat_ms = EXCLUDED.heartbeat_ms, expires_ms = EXCLUDED.expires_ms
-                 WHERE n.expires_ms <= {NOW_MS} OR n.instance = EXCLUDED.instance
-                    OR n.home = EXCLUDED.home"
+                 WHERE (n.expires_ms <= {NOW_MS} AND n.fenced_until_ms <= {NOW_MS})
+                    OR n.instance = EXCLUDED.instance OR n.home = EXCLUDED.home"
             );
             let pid = i32::try_from(node.pid).unwrap_or(i32::MAX);
             let parallel = i32::try_from(node.parallel).unwrap_or(i32::MAX);

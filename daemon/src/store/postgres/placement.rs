@@ -27,6 +27,10 @@ pub(super) const ATTEMPTS_CHANNEL: &str = "orch_attempts";
 /// The channel a worker's outcomes notify.
 pub(super) const OUTCOMES_CHANNEL: &str = "orch_outcomes";
 
+/// The attempts whose outcomes were recorded, and those no longer the node's to report,
+/// as `(task, attempt)`.
+pub type Reported = (HashSet<(TaskId, u32)>, HashSet<(TaskId, u32)>);
+
 /// An attempt placed on a node, as its worker reads it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeAttempt {
@@ -83,13 +87,19 @@ impl PlacementRows {
 
     /// Adds the statements that write these rows (and wake the workers) to `steps`.
     pub(super) fn write<'a>(&'a self, steps: &mut Pipeline<'a>) {
+        if !self.done.0.is_empty() {
+            steps.push(
+                "DELETE FROM cluster_attempts AS c
+                 USING UNNEST($1::int8[], $2::int4[]) AS d(task_id, attempt)
+                 WHERE c.task_id = d.task_id AND c.attempt = d.attempt",
+                vec![&self.done.0, &self.done.1],
+            );
+        }
         let p = &self.placed;
         if !p.0.is_empty() {
             steps.push(
                 "INSERT INTO cluster_attempts (task_id, attempt, node, spec)
-                 SELECT * FROM UNNEST($1::int8[], $2::int4[], $3::text[], $4::text[])
-                 ON CONFLICT (task_id, attempt) DO UPDATE SET node = EXCLUDED.node,
-                    spec = EXCLUDED.spec, stop = false, launched_by = NULL, outcome = NULL",
+                 SELECT * FROM UNNEST($1::int8[], $2::int4[], $3::text[], $4::text[])",
                 vec![&p.0, &p.1, &p.2, &p.3],
             );
         }
@@ -103,14 +113,6 @@ impl PlacementRows {
         }
         if !p.0.is_empty() || !self.stops.0.is_empty() {
             steps.push("SELECT pg_notify($1, '')", vec![&ATTEMPTS_CHANNEL]);
-        }
-        if !self.done.0.is_empty() {
-            steps.push(
-                "DELETE FROM cluster_attempts AS c
-                 USING UNNEST($1::int8[], $2::int4[]) AS d(task_id, attempt)
-                 WHERE c.task_id = d.task_id AND c.attempt = d.attempt",
-                vec![&self.done.0, &self.done.1],
-            );
         }
     }
 }
@@ -238,14 +240,15 @@ impl PostgresStore {
     }
 
     /// Records the outcomes of `node`'s attempts (each the worker's text), while instance
-    /// `instance`'s lease runs, and wakes the leader; returns those recorded (the others
-    /// were taken back, or the lease ran out).
+    /// `instance`'s lease runs, and wakes the leader. Returns those recorded, and those
+    /// that are no longer this node's to report (taken back, or already reported): the
+    /// others (the lease ran out for a moment) are to be written again.
     pub fn record_outcomes(
         &self,
         node: &str,
         instance: &str,
         outcomes: &[(TaskId, u32, String)],
-    ) -> Result<HashSet<(TaskId, u32)>, StoreError> {
+    ) -> Result<Reported, StoreError> {
         let (node, instance) = (node.to_string(), instance.to_string());
         let keys: Vec<(TaskId, u32)> = outcomes.iter().map(|(i, a, _)| (*i, *a)).collect();
         let (ids, attempts) = key_columns(&keys)?;
@@ -267,7 +270,21 @@ impl PostgresStore {
                 conn.execute("SELECT pg_notify($1, '')", &[&channel])
                     .await?;
             }
-            Ok(recorded)
+            let waiting = conn
+                .query(
+                    "SELECT c.task_id, c.attempt FROM cluster_attempts AS c
+                     JOIN UNNEST($2::int8[], $3::int4[]) AS k(task_id, attempt)
+                        ON c.task_id = k.task_id AND c.attempt = k.attempt
+                     WHERE c.node = $1 AND c.outcome IS NULL",
+                    &[&node, &ids, &attempts],
+                )
+                .await?;
+            let waiting = returned_keys(waiting)?;
+            let gone = keys
+                .into_iter()
+                .filter(|k| !recorded.contains(k) && !waiting.contains(k))
+                .collect();
+            Ok((recorded, gone))
         })
     }
 

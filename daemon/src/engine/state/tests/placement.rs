@@ -64,6 +64,13 @@ fn a_task_goes_only_to_a_node_with_its_labels_and_waits_without_holding_others_b
         "the second docker task waits; the plain one behind it runs"
     );
     assert_eq!(h.status(ids[1]), Queued);
+    // It waits aside: the turns that follow read and write nothing for it.
+    assert!(h.turn(vec![]).is_empty());
+    let step = h.exit(ids[2], 0);
+    assert!(
+        step.effects.launches.is_empty(),
+        "plain is free, box is not"
+    );
     let step = h.exit(ids[0], 0);
     assert_eq!(nodes_of(&step), vec![(ids[1], "box".to_string())]);
 }

@@ -67,22 +67,10 @@ trap 'exit 130' INT TERM
 LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
 
 BIN="$ROOT/target/release"
-stale=0
-for b in provisioning-orchestrator nu_plugin_orchestrator; do
-  [[ -x $BIN/$b ]] || { stale=1; break; }
-  if [[ -n $(find "$ROOT/Cargo.toml" "$ROOT/Cargo.lock" "$ROOT/daemon" "$ROOT/protocol" \
-    "$ROOT/nu_plugin_orchestrator" -newer "$BIN/$b" \( -name target -prune -o -type f -print \) | head -n 1) ]]; then
-    stale=1
-    break
-  fi
-done
-if [[ $stale -eq 1 ]]; then
-  cargo build --release -p provisioning-orchestrator -p nu_plugin_orchestrator \
-    --manifest-path "$ROOT/Cargo.toml" >&2
-fi
+source "$ROOT/bench/lib.sh"
+build_release_if_stale
 PLUGIN_CONFIG="$WORK/plugins.msgpackz"
 nu -n -c "plugin add --plugin-config '$PLUGIN_CONFIG' '$BIN/nu_plugin_orchestrator'"
-source "$ROOT/bench/lib.sh"
 
 if [[ -n ${PROVISIONING_TEST_DATABASE_URL:-} ]]; then
   SERVER_URL=$PROVISIONING_TEST_DATABASE_URL

@@ -1,4 +1,5 @@
-# Helpers shared by the benchmarks that drive one daemon over its socket and HTTP
+# Helpers shared by the benchmarks (build_release_if_stale uses ROOT and BIN; the others
+# drive one daemon over its socket and HTTP
 # (bench/scale.sh, bench/finished.sh). Sourced, not run. They use the caller's variables:
 # DIR (the run's directory: orch.sock is there), PLUGIN_CONFIG (the private plugin
 # registry), PORT (the daemon's HTTP port) and TOKEN (a viewer token).
@@ -18,4 +19,19 @@ median_ms() { # median of 20 curl total times of GET $1 (with the viewer token);
     curl -sf -o /dev/null -w '%{time_total}\n' -H "Authorization: Bearer $TOKEN" \
       "http://127.0.0.1:$PORT$1"
   done | sort -n | awk '{a[NR] = $1} END {printf "%.1f", a[int((NR + 1) / 2)] * 1000}'
+}
+build_release_if_stale() { # builds the release daemon and plugin into $BIN when missing or older than the sources
+  local b stale=0
+  for b in provisioning-orchestrator nu_plugin_orchestrator; do
+    [[ -x $BIN/$b ]] || { stale=1; break; }
+    if [[ -n $(find "$ROOT/Cargo.toml" "$ROOT/Cargo.lock" "$ROOT/daemon" "$ROOT/protocol" \
+      "$ROOT/nu_plugin_orchestrator" -newer "$BIN/$b" \( -name target -prune -o -type f -print \) | head -n 1) ]]; then
+      stale=1
+      break
+    fi
+  done
+  if [[ $stale -eq 1 ]]; then
+    cargo build --release -p provisioning-orchestrator -p nu_plugin_orchestrator \
+      --manifest-path "$ROOT/Cargo.toml" >&2
+  fi
 }

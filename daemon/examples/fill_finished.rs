@@ -73,6 +73,7 @@ fn finished(id: TaskId) -> TaskWrite {
             started_at: now,
             finished_at: Some(now),
             outcome: Some(AttemptOutcome::Exited { code: 0 }),
+            node: None,
         }],
         attempts_before_retry: 0,
         progress: None,

@@ -94,6 +94,11 @@ impl OrchestratorPlugin {
     pub fn connect(&self, engine: &EngineInterface) -> Result<Client, ClientError> {
         Client::connect(&socket_path(engine), CLIENT_NAME)
     }
+
+    /// A fresh connection to the daemon at `socket`.
+    pub fn connect_to(&self, socket: &std::path::Path) -> Result<Client, ClientError> {
+        Client::connect(socket, CLIENT_NAME)
+    }
 }
 
 /// The whole answer: a task or workflow list sent in parts is read to its end.

@@ -220,6 +220,8 @@ struct AttemptRow {
     duration: Option<Duration>,
     outcome: Option<String>,
     exit_code: Option<i64>,
+    /// The node of the cluster that ran it (none on a single daemon).
+    node: Option<String>,
 }
 
 impl AttemptRow {
@@ -231,6 +233,7 @@ impl AttemptRow {
             duration: a.finished_at.map(|f| Duration::between(a.started_at, f)),
             outcome: a.outcome.as_ref().map(AttemptOutcome::describe),
             exit_code: exit_code(a.outcome.as_ref()),
+            node: a.node.clone(),
         }
     }
 }
@@ -401,6 +404,7 @@ mod tests {
                 started_at: at(1),
                 finished_at: Some(at(3)),
                 outcome: Some(AttemptOutcome::Exited { code: 0 }),
+                node: None,
             }],
             attempts_before_retry: 0,
             progress: None,

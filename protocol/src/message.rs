@@ -345,8 +345,9 @@ pub struct ErrorReply {
     /// The request field at fault, such as `after` or `id`, when there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
-    /// The socket of the cluster's leader, when a standby node on the same host refused
-    /// a request only the leader serves: a client may send it there instead.
+    /// The socket of the node that serves the request, when it is on the same host and
+    /// this one does not (a standby refusing what only the leader serves, or a node asked
+    /// for the log of an attempt another node ran): a client may send it there instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leader_socket: Option<std::path::PathBuf>,
 }

@@ -81,6 +81,9 @@ pub struct Attempt {
     /// How it ended; absent while it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<AttemptOutcome>,
+    /// The node of the cluster that ran it (absent on a single daemon); its log is there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// Where a task is in its life. Only the data that belongs to a state is in it.

@@ -441,7 +441,7 @@ fn a_rollback_under_way_when_the_leader_dies_is_finished_by_the_next_leader() {
 /// [`ledger_task`] does.
 fn placed_task(ledger: &Path, ticks: u32) -> String {
     format!(
-        "echo \"$ORCH_TASK_ID $ORCH_ATTEMPT $ORCH_DATA_DIR\" >> {}.nodes; {}",
+        "echo \"log of $ORCH_TASK_ID\"; echo \"$ORCH_TASK_ID $ORCH_ATTEMPT $ORCH_DATA_DIR\" >> {}.nodes; {}",
         ledger.display(),
         ledger_task(ledger, ticks)
     )
@@ -526,6 +526,23 @@ fn every_node_runs_tasks_by_capacity_and_labels_and_a_killed_nodes_attempts_run_
     for ((id, attempt), dir) in placed.iter().filter(|((id, _), _)| docker.contains(id)) {
         assert_eq!(*dir, dirs[2], "task {id} attempt {attempt} needs docker");
     }
+    // Each attempt names its node; the log of one that n3 ran, asked of the leader, comes
+    // from n3 (on this host, the plugin asks it).
+    let id = docker[0];
+    let node = leader.json(&format!(
+        "orch task {id} | get attempt_history | last | get node"
+    ));
+    assert_eq!(node, "n3");
+    let log = leader.run(&format!("orch logs {id}"));
+    assert!(log.contains(&format!("log of {id}")), "{log}");
+    let refused = cluster.nodes[0]
+        .client()
+        .call(&orch_protocol::Request::Logs { id, follow: false });
+    let Err(orch_protocol::ClientError::Daemon(reply)) = refused else {
+        panic!("the leader served a log it does not have: {refused:?}");
+    };
+    assert!(reply.message.contains("ran on node n3"), "{reply:?}");
+    assert_eq!(reply.leader_socket, Some(cluster.nodes[2].socket()));
     assert_eq!(
         leader.json("orch cluster nodes | where name == n2 | get 0.role"),
         "down"

@@ -279,11 +279,16 @@ impl Membership {
     /// The leader's socket, when the leader is alive on this host (a client here may
     /// send it what a standby does not serve).
     pub fn leader_socket_here(&self) -> Option<std::path::PathBuf> {
-        let (leader, nodes) = self.store.cluster().ok()?;
-        let leader = leader?;
-        let node = nodes
-            .into_iter()
-            .find(|n| n.name == leader.node && n.role == NodeRole::Leader)?;
+        let (leader, _) = self.store.cluster().ok()?;
+        self.socket_here(&leader?.node, true)
+    }
+
+    /// Node `name`'s socket, when it is alive (and, with `leading`, leads) on this host.
+    pub fn socket_here(&self, name: &str, leading: bool) -> Option<std::path::PathBuf> {
+        let (_, nodes) = self.store.cluster().ok()?;
+        let node = nodes.into_iter().find(|n| {
+            n.name == name && n.role != NodeRole::Down && (!leading || n.role == NodeRole::Leader)
+        })?;
         (node.host == self.record.host).then(|| node.socket.into())
     }
 

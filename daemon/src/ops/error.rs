@@ -34,6 +34,9 @@ pub struct AppError {
     pub message: String,
     /// The request field at fault, when there is one.
     pub field: Option<String>,
+    /// The socket of the node on this host that serves the request, when this one does
+    /// not (see [`ErrorReply::leader_socket`]).
+    pub elsewhere: Option<std::path::PathBuf>,
 }
 
 impl AppError {
@@ -43,6 +46,7 @@ impl AppError {
             kind,
             message: message.into(),
             field: None,
+            elsewhere: None,
         }
     }
 
@@ -52,6 +56,7 @@ impl AppError {
             kind,
             message: message.into(),
             field: Some(field.to_string()),
+            elsewhere: None,
         }
     }
 
@@ -83,7 +88,7 @@ impl AppError {
             kind,
             message: self.message.clone(),
             field: self.field.clone(),
-            leader_socket: None,
+            leader_socket: self.elsewhere.clone(),
         }
     }
 }
@@ -107,6 +112,7 @@ impl From<ErrorReply> for AppError {
             kind,
             message: reply.message,
             field: reply.field,
+            elsewhere: reply.leader_socket,
         }
     }
 }

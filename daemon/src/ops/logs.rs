@@ -23,9 +23,38 @@ pub fn task_log(
     id: TaskId,
     follow: bool,
 ) -> Result<Follower<impl FnMut() -> Result<bool, AppError> + '_>, AppError> {
-    task_is_running(ctx, id)?;
+    ran_here(ctx, id)?;
     let writing = move || task_is_running(ctx, id);
     Ok(Follower::new(log_path(&ctx.logs_dir, id), follow, writing))
+}
+
+/// Refuses the log of a task whose last attempt another node of the cluster ran (its
+/// log is in that node's data directory), naming the node, with its socket when it is on
+/// this host (where a client may ask it instead).
+fn ran_here(ctx: &Context, id: TaskId) -> Result<(), AppError> {
+    let task = super::tasks::get(ctx, id)?;
+    let (Some(cluster), Some(node)) = (
+        &ctx.cluster,
+        task.attempts.last().and_then(|a| a.node.as_ref()),
+    ) else {
+        return Ok(());
+    };
+    if node == cluster.name() {
+        return Ok(());
+    }
+    let socket = cluster.socket_here(node, false);
+    let mut error = AppError::new(
+        super::AppErrorKind::Unavailable,
+        format!(
+            "task {id}'s last attempt ran on node {node}, which keeps its log: ask that node{}",
+            socket.as_ref().map_or_else(
+                || " (it is not up on this host)".to_string(),
+                |s| format!(" (socket {})", s.display())
+            )
+        ),
+    );
+    error.elsewhere = socket;
+    Err(error)
 }
 
 fn task_is_running(ctx: &Context, id: TaskId) -> Result<bool, AppError> {

@@ -342,9 +342,9 @@ pub fn for_request(kind: K) -> &'static Operation {
 }
 
 /// The operations a standby node of a cluster serves itself: reads of the shared store,
-/// of the files every node has (the extensions, the topologies, the plan they give), its
-/// health, the cluster, and its own stop. Every other one is the leader's (its test
-/// environments, task logs and metrics are the leader's own too).
+/// of the files every node has (the extensions, the topologies, the plan they give), the
+/// logs of the attempts it ran, its health, the cluster, and its own stop. Every other
+/// one is the leader's (its test environments and metrics are the leader's own too).
 const ON_STANDBY: &[&str] = &[
     "health",
     "cluster",
@@ -352,6 +352,7 @@ const ON_STANDBY: &[&str] = &[
     "tasks.list",
     "tasks.get",
     "tasks.wait",
+    "tasks.logs",
     "events.watch",
     "workflows.plan",
     "workflows.list",

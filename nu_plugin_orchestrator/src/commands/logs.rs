@@ -5,7 +5,7 @@ use nu_protocol::{
     ByteStream, ByteStreamType, Category, Example, LabeledError, PipelineData, ShellError, Signals,
     Signature, Span, Spanned, SyntaxShape, Type,
 };
-use orch_protocol::{Client, Request, Response};
+use orch_protocol::{Client, ClientError, Request, Response};
 
 use super::args;
 use crate::OrchestratorPlugin;
@@ -81,16 +81,26 @@ pub fn stream_log(
     request: &Request,
     id_span: Span,
 ) -> Result<PipelineData, LabeledError> {
-    let mut client = plugin
-        .connect(engine)
-        .map_err(|e| labeled(e, call.head, &[]))?;
     let signals = engine.signals().clone();
-    client
-        .send(request)
-        .map_err(|e| labeled(e, call.head, &[]))?;
-    let first = client
-        .next(&|| signals.interrupted())
-        .map_err(|e| labeled(e, call.head, &[("id", id_span)]))?;
+    let ask = |mut client: Client| {
+        client.send(request)?;
+        let first = client.next(&|| signals.interrupted())?;
+        Ok::<_, ClientError>((client, first))
+    };
+    let here = crate::connection::socket_path(engine);
+    let connected = plugin.connect(engine).and_then(ask);
+    // A node of a cluster that did not run the task names the one that did (and keeps
+    // its log): asked once, when it is on this host.
+    let (client, first) = match connected {
+        Err(ClientError::Daemon(reply)) => match &reply.leader_socket {
+            Some(there) if *there != here && there.exists() => {
+                plugin.connect_to(there).and_then(ask)
+            }
+            _ => Err(ClientError::Daemon(reply)),
+        },
+        other => other,
+    }
+    .map_err(|e| labeled(e, call.head, &[("id", id_span)]))?;
     let chunks = Chunks {
         client,
         signals: signals.clone(),

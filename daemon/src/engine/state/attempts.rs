@@ -81,6 +81,7 @@ impl EngineState {
     /// Marks `id`'s next attempt running on `node` and asks for its launch.
     fn start_attempt(&mut self, id: TaskId, node: NodeName) {
         let started_at = self.now;
+        let placed = self.nodes.placed().then(|| node.clone());
         let task = self.tasks.get_mut(&id).expect("a queued task");
         let attempt = task.attempts.len() as u32 + 1;
         task.attempts.push(Attempt {
@@ -88,6 +89,7 @@ impl EngineState {
             started_at,
             finished_at: None,
             outcome: None,
+            node: placed.as_deref().map(str::to_string),
         });
         task.progress = None;
         let spec = task.spec.clone();
@@ -100,7 +102,6 @@ impl EngineState {
             EventKind::Started { attempt },
         );
         self.nodes.take(&node);
-        let placed = self.nodes.placed().then(|| node.clone());
         let running = Running {
             attempt,
             stop: None,

@@ -101,9 +101,12 @@ impl PostgresStore {
         self.on_cluster_conn(move |conn| async move {
             let sql = format!(
                 "INSERT INTO cluster_nodes AS n (node, instance, home, host, pid, socket, http,
-                    parallel, labels, version, started_ms, heartbeat_ms, expires_ms)
-                 VALUES ($1, $2, $11, $3, $4, $5, $6, $7, $8, $9, {NOW_MS}, {NOW_MS}, {NOW_MS} + $10)
+                    parallel, labels, version, started_ms, heartbeat_ms, expires_ms,
+                    runs_placements)
+                 VALUES ($1, $2, $11, $3, $4, $5, $6, $7, $8, $9, {NOW_MS}, {NOW_MS}, {NOW_MS} + $10,
+                    true)
                  ON CONFLICT (node) DO UPDATE SET instance = EXCLUDED.instance,
+                    runs_placements = EXCLUDED.runs_placements,
                     home = EXCLUDED.home,
                     fenced_until_ms = GREATEST(n.expires_ms, n.fenced_until_ms),
                     host = EXCLUDED.host, pid = EXCLUDED.pid, socket = EXCLUDED.socket,

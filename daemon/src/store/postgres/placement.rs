@@ -55,7 +55,8 @@ pub struct NodeSlots {
     pub parallel: u32,
     /// Its labels.
     pub labels: Vec<String>,
-    /// Its lease runs: it takes attempts.
+    /// Its lease runs and it runs placed attempts (a daemon of an earlier binary does
+    /// not): it takes attempts.
     pub live: bool,
     /// Its attempts may still run (its lease, or a dead instance's, has not run out).
     pub holding: bool,
@@ -168,7 +169,7 @@ impl PostgresStore {
     pub fn node_slots(&self) -> Result<Vec<NodeSlots>, StoreError> {
         self.read(|conn| async move {
             let sql = format!(
-                "SELECT node, parallel, labels, expires_ms > {NOW_MS},
+                "SELECT node, parallel, labels, expires_ms > {NOW_MS} AND runs_placements,
                     GREATEST(expires_ms, fenced_until_ms) > {NOW_MS}
                  FROM cluster_nodes ORDER BY node"
             );

@@ -69,7 +69,8 @@ const MIGRATIONS: &[&str] = &[
     // 3: the attempts placed on the nodes of a cluster: written with each attempt's
     // `Running` record, run by the node's worker (which notes its instance before it
     // starts the process, and its outcome once it ends), removed with the outcome's
-    // commit.
+    // commit; and which nodes run placed attempts (a daemon of an earlier binary, still
+    // running when a newer one migrated the schema, does not: none is placed on it).
     "CREATE TABLE cluster_attempts (
         task_id bigint NOT NULL,
         attempt integer NOT NULL,
@@ -83,7 +84,8 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX cluster_attempts_by_node ON cluster_attempts (node, task_id)
         WHERE outcome IS NULL;
     CREATE INDEX cluster_attempts_ended ON cluster_attempts (task_id)
-        WHERE outcome IS NOT NULL;",
+        WHERE outcome IS NOT NULL;
+    ALTER TABLE cluster_nodes ADD COLUMN runs_placements boolean NOT NULL DEFAULT false;",
 ];
 
 /// The schema version this binary writes.

@@ -199,6 +199,23 @@ mod tests {
     }
 
     #[test]
+    fn node_labels_are_checked_and_bounded() {
+        let mut on = TaskSpec::command("true", vec![]);
+        on.on = vec!["docker".into(), "region=eu-west".into()];
+        assert!(validate(&on, 0).is_ok());
+        for bad in ["", "-x", "a b", "../etc", "a;b", &"x".repeat(64), "ä"] {
+            on.on = vec!["docker".into(), bad.to_string()];
+            let error = validate(&on, 0).unwrap_err();
+            assert_eq!(error.field.as_deref(), Some("on"), "{bad:?}");
+            assert!(error.message.contains("is not valid"), "{}", error.message);
+        }
+        on.on = (0..=MAX_NODE_LABELS).map(|i| format!("l{i}")).collect();
+        let error = validate(&on, 0).unwrap_err();
+        assert_eq!(error.field.as_deref(), Some("on"));
+        assert!(error.message.contains("at most 16"), "{}", error.message);
+    }
+
+    #[test]
     fn what_exec_would_refuse_is_refused_at_submission() {
         let long = "x".repeat(MAX_EXEC_STRING);
         let too_long = TaskSpec::command("echo", vec![long]);

@@ -157,13 +157,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     // Every node of a cluster runs the attempts placed on it, the leader's included.
     let worker = match (&shared, &membership) {
         (Some(shared), Some(membership)) => {
-            runner.fence_with(membership.fence_deadlines());
-            let node = cluster::worker::WorkerNode {
-                name: membership.name().to_string(),
-                instance: membership.instance().to_string(),
-            };
-            let started = cluster::worker::start(shared.clone(), node, runner.clone());
-            Some(started.await.context("taking over this node's attempts")?)
+            Some(cluster::start::worker(shared, membership, &runner).await?)
         }
         _ => None,
     };
@@ -204,8 +198,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         match cluster::standby::serve(ctx, membership, &listener, http).await {
             Some(term) => tracing::info!(term, "leading: loading the live state"),
             None => {
-                let handover = ctx_leaves_running(standby_ctx.as_ref());
-                let left = stop_worker(worker, handover).await;
+                let handover = standby_ctx.as_ref().is_some_and(|c| c.leaves_running());
+                let left = cluster::worker::stop(worker, handover).await;
                 let leaving = membership.clone();
                 tokio::task::spawn_blocking(move || leaving.leave(left)).await?;
                 if let Some(reason) = membership.stood_down() {
@@ -306,7 +300,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     }
     // A cluster's attempts run on its nodes: the next leader follows them (this node's
     // own are stopped by its worker below, unless the stop leaves them running).
-    let handover = ctx_leaves_running(Some(&ctx));
+    let handover = ctx.leaves_running();
     let leave_running = membership.is_some() || (handover && !cli.no_supervisor);
     if leave_running {
         tracing::info!("stopping: running tasks are left to the supervisor");
@@ -325,27 +319,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             "store closed"
         );
     }
-    let left = stop_worker(worker, handover).await;
+    let left = cluster::worker::stop(worker, handover).await;
     if let Some(membership) = membership {
         tokio::task::spawn_blocking(move || membership.leave(left)).await?;
     }
     Ok(())
-}
-
-/// Stops the node's worker, if any (leaving its attempts to the supervisor with
-/// `leave_running`, else stopping them); whether it left attempts running under the
-/// supervisor (which stops them at its fence, so no other node may take over before).
-async fn stop_worker(worker: Option<cluster::worker::WorkerHandle>, leave_running: bool) -> bool {
-    match worker {
-        Some(worker) => worker.stop(leave_running).await,
-        None => false,
-    }
-}
-
-/// Whether the stop asked for leaves running attempts to the supervisor
-/// (`orch daemon stop --leave-running`, a restart, an upgrade).
-fn ctx_leaves_running(ctx: Option<&Arc<ops::Context>>) -> bool {
-    ctx.is_some_and(|c| c.leave_running.load(std::sync::atomic::Ordering::SeqCst))
 }
 
 /// What every context of the daemon holds, whatever its part in a cluster.

@@ -1,5 +1,5 @@
 //! Joining the cluster at start: what the daemon registers about itself, the first
-//! heartbeat (and election), and the membership thread.
+//! heartbeat (and election), the membership thread, and the node's worker.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -8,7 +8,9 @@ use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
 
 use super::Membership;
+use super::worker::{WorkerHandle, WorkerNode};
 use crate::config::Cli;
+use crate::runner::Runner;
 use crate::store::{NodeRecord, PostgresStore};
 
 /// Joins the cluster of the shared store `shared` as this daemon's node and starts its
@@ -54,4 +56,21 @@ fn node_record(cli: &Cli, data_dir: &Path, socket: &Path) -> anyhow::Result<Node
         parallel: cli.parallel,
         labels: cli.labels.clone(),
     })
+}
+
+/// Starts the worker that runs the attempts placed on this node (the leader's included),
+/// with `runner`, whose supervisor is fenced by the node's lease.
+pub async fn worker(
+    shared: &Arc<PostgresStore>,
+    membership: &Membership,
+    runner: &Runner,
+) -> anyhow::Result<WorkerHandle> {
+    runner.fence_with(membership.fence_deadlines());
+    let node = WorkerNode {
+        name: membership.name().to_string(),
+        instance: membership.instance().to_string(),
+    };
+    super::worker::start(shared.clone(), node, runner.clone())
+        .await
+        .context("taking over this node's attempts")
 }

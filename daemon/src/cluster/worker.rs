@@ -74,6 +74,15 @@ pub struct WorkerNode {
     pub instance: String,
 }
 
+/// Stops the node's worker, if any (see [`WorkerHandle::stop`]); whether it left
+/// attempts running under the supervisor.
+pub async fn stop(worker: Option<WorkerHandle>, leave_running: bool) -> bool {
+    match worker {
+        Some(worker) => worker.stop(leave_running).await,
+        None => false,
+    }
+}
+
 /// Starts the worker of node `node` on `store`, running attempts with `runner` (whose
 /// supervisor is fenced by the node's lease), until it is stopped. Returns once the
 /// attempts the earlier instance left are taken over.

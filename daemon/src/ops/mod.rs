@@ -85,6 +85,12 @@ pub struct Context {
 }
 
 impl Context {
+    /// Whether the stop asked for leaves running attempts to the supervisor (`orch
+    /// daemon stop --leave-running`, a restart, an upgrade).
+    pub fn leaves_running(&self) -> bool {
+        self.leave_running.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// The refusal of an operation a standby does not serve: unavailable here, with the
     /// leader to ask (its name, term and socket).
     pub fn not_leader(&self) -> orch_protocol::ErrorReply {

@@ -25,6 +25,7 @@ mod audit;
 mod bridge;
 mod cluster;
 mod codec;
+mod listen;
 mod placement;
 mod read;
 mod schema;

@@ -172,7 +172,7 @@ impl Plan {
             // de-duplicate.
             steps.push(
                 "SELECT pg_notify($1, '')",
-                vec![&super::cluster::EVENTS_CHANNEL],
+                vec![&super::listen::EVENTS_CHANNEL],
             );
         }
         if let Some(through) = &self.events_removed_through {

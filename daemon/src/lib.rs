@@ -174,6 +174,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         limits,
         started_at: chrono::Utc::now(),
         cluster: membership.clone(),
+        relay: shared
+            .clone()
+            .zip(membership.clone())
+            .map(|(shared, membership)| cluster::relay::Relay::new(shared, membership)),
         retention: retention.clone(),
         shutdown: shutdown.clone(),
     };
@@ -195,6 +199,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             (listener, app)
         });
         standby_ctx = Some(ctx.clone());
+        if let Some(relay) = &ctx.relay {
+            relay.serve_node(ctx.clone(), shutdown.clone());
+        }
         match cluster::standby::serve(ctx, membership, &listener, http).await {
             Some(term) => tracing::info!(term, "leading: loading the live state"),
             None => {
@@ -274,6 +281,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         shutdown.clone(),
     );
     let ctx = common.context(engine.clone(), bus, testenvs, false);
+    if let Some(relay) = &ctx.relay {
+        relay.serve(ctx.clone(), shutdown.clone());
+        if standby_ctx.is_none() {
+            relay.serve_node(ctx.clone(), shutdown.clone());
+        }
+    }
     if let Some(standby) = standby_ctx {
         let _ = standby.successor.set(ctx.clone());
     }
@@ -340,6 +353,7 @@ struct Common {
     limits: Arc<server::limits::Limits>,
     started_at: chrono::DateTime<chrono::Utc>,
     cluster: Option<Arc<cluster::Membership>>,
+    relay: Option<Arc<cluster::relay::Relay>>,
     retention: Arc<retention::Policy>,
     shutdown: CancellationToken,
 }
@@ -370,6 +384,7 @@ impl Common {
             limits: self.limits.clone(),
             started_at: self.started_at,
             cluster: self.cluster.clone(),
+            relay: self.relay.clone(),
             standby,
             successor: std::sync::OnceLock::new(),
             retention: self.retention.clone(),

@@ -33,6 +33,13 @@ impl Role {
         }
     }
 
+    /// The role named `name` (as [`Role::as_str`] gives it).
+    pub fn from_name(name: &str) -> Option<Role> {
+        [Role::Viewer, Role::Operator, Role::Admin]
+            .into_iter()
+            .find(|role| role.as_str() == name)
+    }
+
     /// Whether it sees submitted values as they are (below admin, secrets are redacted:
     /// [`crate::redact`]).
     pub fn sees_secrets(self) -> bool {

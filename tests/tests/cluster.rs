@@ -1,8 +1,9 @@
 //! Several daemons on one PostgreSQL store (issue 11's cluster): three real daemons, each
 //! with its own data directory and socket, on a database of the test's own, driven through
 //! the real plugin and nu. One leads; the others stand by, serve the reads of the shared
-//! store (waits and watches included), and refuse changes naming the leader and its
-//! socket, where the plugin sends them instead. A leader killed with `kill -9`, or paused past
+//! store (waits and watches included), and forward changes to the leader through the
+//! store; the streams they do not serve are refused naming the leader and its socket,
+//! where the plugin sends them instead. A leader killed with `kill -9`, or paused past
 //! its lease, is replaced within the lease; its attempts are stopped by its supervisor
 //! (at once when the daemon is gone, else before the lease runs out) and run again
 //! elsewhere, never two at the same time, and no success the store recorded runs again; a
@@ -219,14 +220,40 @@ fn standbys_serve_reads_and_watches_and_send_changes_to_the_leader() {
             {"name": "n3", "role": "standby", "term": null, "parallel": 8},
         ])
     );
-    // A change is refused, naming the leader and its socket on this host...
-    let refused = cluster.nodes[1]
+    // A change is forwarded to the leader through the store, whatever its host: the
+    // standby answers it itself, with no redirect...
+    let forwarded = cluster.nodes[1]
         .client()
         .call(&orch_protocol::Request::Submit {
             tasks: vec![orch_protocol::TaskSpec::command("true", Vec::new())],
         });
+    let Ok(orch_protocol::Response::Tasks { tasks, .. }) = forwarded else {
+        panic!("a standby did not forward a submit: {forwarded:?}");
+    };
+    let leader = cluster.nodes[0].nu();
+    assert_eq!(
+        leader.json(&format!("orch task {} | get id", tasks[0].id)),
+        tasks[0].id
+    );
+    // ...recorded in the audit log as the client's, forwarded by the standby's node.
+    let actor = leader.json("orch audit | where action == submit | last | get interface");
+    assert_eq!(actor, "socket via node n2");
+    // Through the plugin: a submit, its wait, and a test environment's list.
+    let submitted = standby.json("orch submit --wait --label via-standby true | get status");
+    assert_eq!(submitted, "succeeded");
+    assert_eq!(leader.json("orch tasks --label via-standby | length"), 1);
+    assert_eq!(standby.json("orch test env list | length"), 0);
+    let cancelled = standby.json(
+        "let id = (orch submit --label cancelled-there [sleep 600] | get id); orch cancel $id | get status",
+    );
+    assert_eq!(cancelled, "cancelled");
+    // A stream the standby does not serve is refused, naming the leader and its socket
+    // on this host, where the plugin asks instead.
+    let refused = cluster.nodes[1]
+        .client()
+        .call(&orch_protocol::Request::AuditExport { seq: 1 });
     let Err(orch_protocol::ClientError::Daemon(reply)) = refused else {
-        panic!("a standby accepted a submit: {refused:?}");
+        panic!("a standby exported the audit log: {refused:?}");
     };
     assert!(
         reply.message.contains("node n2 is a standby")
@@ -234,17 +261,7 @@ fn standbys_serve_reads_and_watches_and_send_changes_to_the_leader() {
         "{reply:?}"
     );
     assert_eq!(reply.leader_socket, Some(cluster.nodes[0].socket()));
-    // ...where the plugin sends it instead.
-    let submitted = standby.json("orch submit --wait --label via-standby true | get status");
-    assert_eq!(submitted, "succeeded");
-    assert_eq!(
-        cluster.nodes[0]
-            .nu()
-            .json("orch tasks --label via-standby | length"),
-        1
-    );
     // A wait on the standby follows a task the leader runs, from the shared event log.
-    let leader = cluster.nodes[0].nu();
     let gate = cluster.nodes[0].dir().join("go");
     let id = leader.json(&format!(
         "orch submit --label gated [sh -c 'while [ ! -e {} ]; do sleep 0.05; done'] | get id",
@@ -264,7 +281,7 @@ fn standbys_serve_reads_and_watches_and_send_changes_to_the_leader() {
         "succeeded"
     );
     assert_eq!(standby.json("orch tasks --label gated | length"), 1);
-    assert_eq!(standby.json("orch health | get tasks.succeeded"), 2);
+    assert_eq!(standby.json("orch health | get tasks.succeeded"), 3);
     assert_eq!(standby.json("orch audit verify | get intact"), true);
     assert_eq!(leader.json("orch health | get cluster.nodes_up"), 3);
     // Over HTTP too: reads answer, changes get 503 naming the leader.
@@ -526,8 +543,8 @@ fn every_node_runs_tasks_by_capacity_and_labels_and_a_killed_nodes_attempts_run_
     for ((id, attempt), dir) in placed.iter().filter(|((id, _), _)| docker.contains(id)) {
         assert_eq!(*dir, dirs[2], "task {id} attempt {attempt} needs docker");
     }
-    // Each attempt names its node; the log of one that n3 ran, asked of the leader, comes
-    // from n3 (on this host, the plugin asks it).
+    // Each attempt names its node; the log of one that n3 ran, asked of the leader, is
+    // read from n3 through the store (no redirect: the same from another host).
     let id = docker[0];
     let node = leader.json(&format!(
         "orch task {id} | get attempt_history | last | get node"
@@ -535,14 +552,25 @@ fn every_node_runs_tasks_by_capacity_and_labels_and_a_killed_nodes_attempts_run_
     assert_eq!(node, "n3");
     let log = leader.run(&format!("orch logs {id}"));
     assert!(log.contains(&format!("log of {id}")), "{log}");
-    let refused = cluster.nodes[0]
-        .client()
-        .call(&orch_protocol::Request::Logs { id, follow: false });
-    let Err(orch_protocol::ClientError::Daemon(reply)) = refused else {
-        panic!("the leader served a log it does not have: {refused:?}");
-    };
-    assert!(reply.message.contains("ran on node n3"), "{reply:?}");
-    assert_eq!(reply.leader_socket, Some(cluster.nodes[2].socket()));
+    let mut client = cluster.nodes[0].client();
+    client
+        .send(&orch_protocol::Request::Logs { id, follow: false })
+        .unwrap();
+    let mut text = String::new();
+    loop {
+        match client.next(&|| false).unwrap() {
+            orch_protocol::Response::Log { text: part } => text.push_str(&part),
+            orch_protocol::Response::StreamEnd => break,
+            other => panic!("not a log: {other:?}"),
+        }
+    }
+    assert!(text.contains(&format!("log of {id}")), "{text}");
+    // A log followed from the leader while n3 runs the attempt, to its end.
+    let followed = leader.json(
+        "let id = (orch submit --on docker [sh -c 'for i in 1 2 3; do echo line $i; sleep 0.7; done'] | get id)
+         orch logs --follow $id | lines",
+    );
+    assert_eq!(followed, serde_json::json!(["line 1", "line 2", "line 3"]));
     assert_eq!(
         leader.json("orch cluster nodes | where name == n2 | get 0.role"),
         "down"

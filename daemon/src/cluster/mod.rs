@@ -6,11 +6,13 @@
 //!   stands down (the daemon stops), and its supervisor stops the tasks' processes a
 //!   second before the lease runs out, so that no attempt runs on two nodes at once.
 //! - [`start`]: joining the cluster as the daemon starts.
-//! - [`standby`]: what a node answers while another leads: its health and the cluster;
-//!   every other request is refused with the leader's name and socket.
+//! - [`standby`]: what a node answers while another leads: the reads of the shared store,
+//!   its health and the cluster; changes are forwarded ([`relay`]).
 //!
 //! - [`placement`]: the leader's side of running attempts on the nodes: which nodes take
 //!   them, and the outcomes the nodes report.
+//! - [`relay`]: the changes a standby's clients ask, forwarded to the leader through the
+//!   store and answered by it.
 //! - [`worker`]: every node's side: it runs the attempts placed on it, under its
 //!   supervisor, and reports their outcomes through the store.
 //!
@@ -21,8 +23,10 @@
 
 pub mod membership;
 pub mod placement;
+pub mod relay;
 pub mod standby;
 pub mod start;
+pub mod wakeups;
 pub mod worker;
 
 use std::time::Duration;

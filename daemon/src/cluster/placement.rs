@@ -20,6 +20,7 @@ use orch_protocol::{AttemptOutcome, TaskId};
 use tokio_util::sync::CancellationToken;
 
 use super::blocking;
+use super::wakeups::Wakeups;
 use crate::engine::{EngineHandle, NodeName, NodeOffer, Nodes, Placement};
 use crate::runner::{Report, ReportKind};
 use crate::store::{NodeSlots, PostgresStore, StoreError};
@@ -94,26 +95,20 @@ struct Follower {
 impl Follower {
     async fn run(&mut self, tick: Duration, stop: CancellationToken) {
         let store = self.store.clone();
-        let mut wakeups = blocking(move || store.outcome_wakeups()).await.ok();
+        let mut wakeups = Wakeups::new(
+            blocking(move || store.outcome_wakeups()).await,
+            OUTCOME_POLL,
+            OUTCOME_POLL_UNHEARD,
+            "the nodes' outcomes",
+        );
         let mut nodes_tick = tokio::time::interval(tick);
         nodes_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             self.outcomes().await;
-            let poll = match &wakeups {
-                Some(_) => OUTCOME_POLL,
-                None => OUTCOME_POLL_UNHEARD,
-            };
             tokio::select! {
                 () = stop.cancelled() => return,
                 _ = nodes_tick.tick() => self.nodes().await,
-                changed = async { wakeups.as_mut().expect("listening").changed().await },
-                    if wakeups.is_some() => {
-                    if changed.is_err() {
-                        tracing::warn!("the outcomes' wake-ups stopped; polling");
-                        wakeups = None;
-                    }
-                }
-                () = tokio::time::sleep(poll) => {}
+                () = wakeups.next() => {}
             }
         }
     }

@@ -1,6 +1,7 @@
 //! A node while another leads: it serves the reads of the shared store (tasks, workflows,
 //! events and watches, the audit log), its health, the cluster and its own stop, on its
-//! socket and its HTTP port, through the same operations as the leader; every other
+//! socket and its HTTP port, through the same operations as the leader; the changes its
+//! socket clients ask are forwarded to the leader ([`super::relay`]), and every other
 //! request is refused as unavailable, naming the leader and its socket
 //! ([`crate::ops::Context::not_leader`]). Its event bus is fed from the store's event log,
 //! read at each wake-up the leader's commits send (LISTEN/NOTIFY), and polled as a
@@ -14,6 +15,7 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio_util::sync::CancellationToken;
 
 use super::Membership;
+use super::wakeups::Wakeups;
 use crate::events::EventBus;
 use crate::ops::Context;
 use crate::store::Store;
@@ -44,13 +46,12 @@ pub async fn serve(
         done.cancel();
         term
     });
-    let wakeups = match membership.event_wakeups() {
-        Ok(wakeups) => Some(wakeups),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot listen for the leader's commits; polling the event log");
-            None
-        }
-    };
+    let wakeups = Wakeups::new(
+        membership.event_wakeups(),
+        EVENT_POLL_LISTENING,
+        EVENT_POLL,
+        "the leader's commits",
+    );
     let events = tokio::spawn(follow_events(
         ctx.store.clone(),
         ctx.bus.clone(),
@@ -71,12 +72,11 @@ pub async fn serve(
 }
 
 /// Publishes on `bus` the events the store gains, from its last one now, until `stop`:
-/// at each of `wakeups`, and every [`EVENT_POLL_LISTENING`] (every [`EVENT_POLL`]
-/// without wake-ups, or once they stop).
+/// at each of `wakeups`, and at its poll interval.
 async fn follow_events(
     store: Arc<dyn Store>,
     bus: EventBus,
-    mut wakeups: Option<tokio::sync::watch::Receiver<u64>>,
+    mut wakeups: Wakeups,
     stop: CancellationToken,
 ) {
     let mut last = match store.last_event_seq() {
@@ -87,26 +87,9 @@ async fn follow_events(
         }
     };
     loop {
-        let every = if wakeups.is_some() {
-            EVENT_POLL_LISTENING
-        } else {
-            EVENT_POLL
-        };
-        let woken = async {
-            match &mut wakeups {
-                Some(wakeups) => wakeups.changed().await.is_ok(),
-                None => std::future::pending().await,
-            }
-        };
         tokio::select! {
             () = stop.cancelled() => return,
-            listening = woken => {
-                if !listening {
-                    tracing::warn!("the connection listening for the leader's commits closed; polling the event log");
-                    wakeups = None;
-                }
-            }
-            () = tokio::time::sleep(every) => {}
+            () = wakeups.next() => {}
         }
         loop {
             let read = tokio::task::block_in_place(|| store.events_after(last, EVENT_PAGE));

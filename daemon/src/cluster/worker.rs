@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::blocking;
 use super::placement::NodeOutcome;
+use super::wakeups::Wakeups;
 use crate::runner::{Launch, Report, ReportKind, Runner};
 use crate::store::{NodeAttempt, PostgresStore, StoreError};
 
@@ -161,7 +162,12 @@ impl Worker {
         drain: CancellationToken,
     ) -> usize {
         let store = self.store.clone();
-        let mut wakeups = blocking(move || store.placement_wakeups()).await.ok();
+        let mut wakeups = Wakeups::new(
+            blocking(move || store.placement_wakeups()).await,
+            PLACEMENT_POLL,
+            PLACEMENT_POLL_UNHEARD,
+            "placed attempts",
+        );
         let mut look = true;
         loop {
             if !self.pending.is_empty() {
@@ -170,11 +176,7 @@ impl Worker {
             if look {
                 self.launch_new().await;
             }
-            let poll = match (&wakeups, self.pending.is_empty()) {
-                (_, false) => RETRY_DELAY,
-                (Some(_), true) => PLACEMENT_POLL,
-                (None, true) => PLACEMENT_POLL_UNHEARD,
-            };
+            let retry = (!self.pending.is_empty()).then_some(RETRY_DELAY);
             look = tokio::select! {
                 () = stop.cancelled() => return self.launched.len(),
                 () = drain.cancelled() => return self.drain(&mut reports).await,
@@ -185,15 +187,7 @@ impl Worker {
                     }
                     false
                 }
-                changed = async { wakeups.as_mut().expect("listening").changed().await },
-                    if wakeups.is_some() => {
-                    if changed.is_err() {
-                        tracing::warn!("the placements' wake-ups stopped; polling");
-                        wakeups = None;
-                    }
-                    true
-                }
-                () = tokio::time::sleep(poll) => true,
+                () = wakeups.next_within(retry) => true,
             };
         }
     }

@@ -28,20 +28,27 @@ pub fn task_log(
     Ok(Follower::new(log_path(&ctx.logs_dir, id), follow, writing))
 }
 
-/// Refuses the log of a task whose last attempt another node of the cluster ran (its
-/// log is in that node's data directory), naming the node, with its socket when it is on
-/// this host (where a client may ask it instead).
-fn ran_here(ctx: &Context, id: TaskId) -> Result<(), AppError> {
+/// The other node of the cluster that keeps task `id`'s log (it ran its last attempt),
+/// if another does.
+pub fn kept_by(ctx: &Context, id: TaskId) -> Result<Option<String>, AppError> {
     let task = super::tasks::get(ctx, id)?;
     let (Some(cluster), Some(node)) = (
         &ctx.cluster,
         task.attempts.last().and_then(|a| a.node.as_ref()),
     ) else {
+        return Ok(None);
+    };
+    Ok((node != cluster.name()).then(|| node.clone()))
+}
+
+/// Refuses the log of a task whose last attempt another node of the cluster ran (its
+/// log is in that node's data directory), naming the node, with its socket when it is on
+/// this host (where a client may ask it instead).
+fn ran_here(ctx: &Context, id: TaskId) -> Result<(), AppError> {
+    let (Some(cluster), Some(node)) = (&ctx.cluster, kept_by(ctx, id)?) else {
         return Ok(());
     };
-    if node == cluster.name() {
-        return Ok(());
-    }
+    let node = node.as_str();
     let socket = cluster.socket_here(node, false);
     let mut error = AppError::new(
         super::AppErrorKind::Unavailable,

@@ -73,6 +73,9 @@ pub struct Context {
     pub shutdown: CancellationToken,
     /// This node of its cluster (`--storage-type postgres`); none on redb.
     pub cluster: Option<Arc<crate::cluster::Membership>>,
+    /// Forwarding to the leader (a node of a cluster): a standby's changes are carried
+    /// out by the leader, which answers them.
+    pub relay: Option<Arc<crate::cluster::relay::Relay>>,
     /// True on a standby node of a cluster: only the operations a standby serves
     /// ([`Operation::served_on_standby`]) are run; the others are refused, naming the leader.
     pub standby: bool,

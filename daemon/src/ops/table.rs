@@ -366,11 +366,36 @@ const ON_STANDBY: &[&str] = &[
     "daemon.handover",
 ];
 
+/// The operations a standby forwards to the leader for its socket clients (through the
+/// store: [`crate::cluster::relay`]): the changes and the test environments, which have
+/// one answer each. The streams it does not serve (a test environment's log, the audit
+/// log's export) are refused, naming the leader.
+const FORWARDED: &[&str] = &[
+    "tasks.submit",
+    "tasks.cancel",
+    "tasks.retry",
+    "tasks.clean",
+    "workflows.submit",
+    "workflows.cancel",
+    "workflows.rollback",
+    "envs.create",
+    "envs.list",
+    "envs.get",
+    "envs.run",
+    "envs.delete",
+    "audit.compact",
+];
+
 impl Operation {
-    /// Whether a standby node serves this operation itself (else it refuses it, naming
-    /// the leader).
+    /// Whether a standby node serves this operation itself (else it forwards it to the
+    /// leader, or refuses it naming the leader).
     pub fn served_on_standby(&self) -> bool {
         ON_STANDBY.contains(&self.name)
+    }
+
+    /// Whether a standby forwards this operation to the leader.
+    pub fn forwarded(&self) -> bool {
+        FORWARDED.contains(&self.name)
     }
 }
 
@@ -428,6 +453,31 @@ mod tests {
             routes().map(|(_, r)| (r.method, r.path)).collect();
         assert_eq!(ids.len(), routes().count());
         assert_eq!(endpoints.len(), routes().count());
+    }
+
+    #[test]
+    fn a_standby_serves_forwards_or_refuses_as_a_stream_every_socket_request() {
+        for op in OPERATIONS.iter().filter(|op| op.request.is_some()) {
+            let refused = !op.served_on_standby() && !op.forwarded();
+            assert!(
+                !(op.served_on_standby() && op.forwarded()),
+                "{} is served and forwarded",
+                op.name
+            );
+            assert_eq!(
+                refused,
+                matches!(op.name, "envs.logs" | "audit.export"),
+                "{} is neither served nor forwarded on a standby",
+                op.name
+            );
+        }
+        for name in FORWARDED {
+            assert!(
+                OPERATIONS
+                    .iter()
+                    .any(|op| op.name == *name && op.request.is_some())
+            );
+        }
     }
 
     #[test]

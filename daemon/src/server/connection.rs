@@ -26,6 +26,8 @@ pub struct Connection {
     pub actor: Actor,
     /// What the peer may do (the owner: admin; others: their `--allow-user` role).
     pub role: crate::policy::Role,
+    /// Which directories the peer's workflows may name (the owner's: any).
+    pub submitter: crate::policy::Submitter,
 }
 
 /// A received frame body, holding its share of the buffered-bytes budget until dropped.
@@ -64,12 +66,14 @@ impl Connection {
         role: crate::policy::Role,
         limits: Arc<Limits>,
     ) -> Connection {
+        let submitter = crate::policy::Submitter::of_socket_peer(actor.uid);
         Connection {
             stream,
             interrupted: false,
             limits,
             actor,
             role,
+            submitter,
         }
     }
 
@@ -185,6 +189,19 @@ impl Connection {
             })?;
         self.stream.write_all(&len.to_be_bytes()).await?;
         self.stream.write_all(body).await
+    }
+
+    /// Sends frames another node encoded (a forwarded request's answer), each checked
+    /// against the frame limit first; an error instead when they are not well formed.
+    pub async fn send_frames(&mut self, frames: &[u8]) -> std::io::Result<()> {
+        if let Err(problem) = super::forwarded::split_frames(frames) {
+            let reply = ErrorReply::new(
+                ErrorKind::Internal,
+                format!("the leader's answer to a forwarded request is not well formed: {problem}"),
+            );
+            return self.send(&orch_protocol::Response::Error(reply)).await;
+        }
+        self.stream.write_all(frames).await
     }
 
     /// Sends a task list in parts (see [`Connection::send_list`]), with secrets redacted

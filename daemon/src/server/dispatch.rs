@@ -8,7 +8,6 @@ use orch_protocol::{ErrorKind, ErrorReply, Request, Response};
 
 use super::Connection;
 use crate::ops::{self, AppError, Context, RequestKind};
-use crate::policy::Submitter;
 
 /// Checks that the connection's role may make `request` (its row of the operations
 /// table); the `permission_denied` answer if not.
@@ -37,7 +36,11 @@ pub async fn dispatch(
     if let Err(reply) = check_access(conn, &request) {
         return conn.send(&Response::Error(reply)).await;
     }
-    if ctx.standby && !ops::for_request(RequestKind::of(&request)).served_on_standby() {
+    let operation = ops::for_request(RequestKind::of(&request));
+    if ctx.standby && !operation.served_on_standby() {
+        if let Some(relay) = ctx.relay.as_ref().filter(|_| operation.forwarded()) {
+            return relay.forward(conn, &request).await;
+        }
         return conn.send(&Response::Error(ctx.not_leader())).await;
     }
     let actor = conn.actor.clone();
@@ -89,7 +92,7 @@ pub async fn dispatch(
             .map(|segment| Response::AuditCompacted { segment }),
         Request::AuditExport { seq } => return super::streams::audit_export(ctx, conn, seq).await,
         Request::WorkflowSubmit { workflow } => {
-            let submitter = Submitter::of_socket_peer(actor.uid);
+            let submitter = conn.submitter;
             // Stops waiting when the client hangs up (the workflow, once created, goes on).
             tokio::select! {
                 answer = ops::workflow_submit::submit(ctx, actor, submitter, workflow) => {
@@ -99,7 +102,7 @@ pub async fn dispatch(
             }
         }
         Request::WorkflowPlan { workflow } => {
-            let submitter = Submitter::of_socket_peer(actor.uid);
+            let submitter = conn.submitter;
             ops::workflow_submit::plan(ctx, &workflow, submitter)
                 .map(|plan| Response::Plan(Box::new(plan)))
         }

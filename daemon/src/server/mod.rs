@@ -5,6 +5,7 @@
 pub mod connection;
 mod dispatch;
 pub use dispatch::check_access;
+pub mod forwarded;
 pub mod limits;
 mod streams;
 

@@ -48,6 +48,14 @@ pub async fn task_log(
     id: TaskId,
     follow: bool,
 ) -> std::io::Result<()> {
+    // Another node of the cluster keeps it: asked through the store.
+    if let Some(relay) = &ctx.relay {
+        match ops::logs::kept_by(ctx, id) {
+            Ok(Some(node)) => return relay.remote_log(ctx, conn, &node, id, follow).await,
+            Ok(None) => {}
+            Err(e) => return conn.send_error(e).await,
+        }
+    }
     match ops::logs::task_log(ctx, id, follow) {
         Ok(follower) => send_log(ctx, conn, follower).await,
         Err(e) => conn.send_error(e).await,

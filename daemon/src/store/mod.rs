@@ -18,7 +18,10 @@ use crate::audit::AuditRecord;
 
 pub use audit::AuditLog;
 pub use committer::GroupCommitter;
-pub use postgres::{Beat, Leader, NodeAttempt, NodeRecord, NodeSlots, PostgresStore, Registration};
+pub use postgres::{
+    Beat, ForwardedRequest, Leader, NodeAttempt, NodeRecord, NodeSlots, PostgresStore,
+    Registration, RequestState,
+};
 pub use redb::RedbStore;
 
 /// Errors from a store backend.

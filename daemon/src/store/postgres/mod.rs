@@ -28,6 +28,7 @@ mod codec;
 mod listen;
 mod placement;
 mod read;
+mod relay;
 mod schema;
 mod target;
 #[cfg(test)]
@@ -43,6 +44,7 @@ use bridge::{Bridge, Conn, pg};
 pub use cluster::{Beat, Leader, NodeRecord, Registration};
 use codec::{decode, encode, record, signed, status_of, unsigned};
 pub use placement::{NodeAttempt, NodeSlots};
+pub use relay::{ForwardedRequest, RequestState};
 use target::Target;
 pub use target::describe;
 

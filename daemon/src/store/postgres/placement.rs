@@ -129,7 +129,7 @@ fn attempt_of(value: i32) -> u32 {
 }
 
 /// The statement that succeeds only while node `$1` instance `$2`'s lease runs.
-fn lease_runs() -> String {
+pub(super) fn lease_runs() -> String {
     format!(
         "EXISTS (SELECT 1 FROM cluster_nodes WHERE node = $1 AND instance = $2
             AND expires_ms > {NOW_MS})"

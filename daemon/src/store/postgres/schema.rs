@@ -86,6 +86,25 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX cluster_attempts_ended ON cluster_attempts (task_id)
         WHERE outcome IS NOT NULL;
     ALTER TABLE cluster_nodes ADD COLUMN runs_placements boolean NOT NULL DEFAULT false;",
+    // 4: the requests a node forwards for its client: to the leader (a change, or a
+    // test environment's), taken under its term before it acts on them, or to another
+    // node (`to_node`: the log of an attempt it ran); answered with the frames the
+    // client is to receive; the forwarding node removes the row once it has read them.
+    "CREATE TABLE cluster_requests (
+        id bigserial PRIMARY KEY,
+        from_node text NOT NULL,
+        to_node text,
+        actor text NOT NULL,
+        role text NOT NULL,
+        owner boolean NOT NULL,
+        request bytea NOT NULL,
+        created_ms bigint NOT NULL,
+        taken_term bigint,
+        reply bytea,
+        answered_ms bigint
+    );
+    CREATE INDEX cluster_requests_waiting ON cluster_requests (to_node, id)
+        WHERE taken_term IS NULL;",
 ];
 
 /// The schema version this binary writes.

@@ -410,22 +410,24 @@ fn a_node_restarted_in_its_home_leads_again_at_once_and_no_other_node_before_its
     assert!(matches!(taken, Registration::Taken { .. }), "{taken:?}");
 }
 
+/// Whether `wakeups` ticks within two seconds.
+fn woken(wakeups: &mut tokio::sync::watch::Receiver<u64>) -> bool {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        tokio::time::timeout(Duration::from_secs(2), wakeups.changed())
+            .await
+            .is_ok()
+    })
+}
+
 #[test]
 fn a_commit_with_events_wakes_the_nodes_that_listen_and_one_without_does_not() {
     let db = Database::create();
     let store = PostgresStore::join(&db.url).unwrap();
     let mut wakeups = store.event_wakeups().unwrap();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let woken = |wakeups: &mut tokio::sync::watch::Receiver<u64>| {
-        runtime.block_on(async {
-            tokio::time::timeout(Duration::from_secs(2), wakeups.changed())
-                .await
-                .is_ok()
-        })
-    };
     store.commit(&one_task(1)).unwrap();
     assert!(!woken(&mut wakeups), "a batch without events");
     let event = orch_protocol::Event {
@@ -441,4 +443,106 @@ fn a_commit_with_events_wakes_the_nodes_that_listen_and_one_without_does_not() {
     };
     store.commit(&batch).unwrap();
     assert!(woken(&mut wakeups), "a batch with an event");
+}
+
+/// A request forwarded by node `from`.
+fn forwarded(from: &str, body: &str) -> crate::store::ForwardedRequest {
+    crate::store::ForwardedRequest {
+        from_node: from.into(),
+        to_node: None,
+        actor: r#"{"uid":1000,"interface":"socket"}"#.into(),
+        role: "operator".into(),
+        owner: false,
+        request: body.as_bytes().to_vec(),
+    }
+}
+
+#[test]
+fn a_forwarded_request_is_taken_by_one_term_only_and_its_answer_read_once() {
+    use crate::store::RequestState::{Answered, Missing, Taken, Waiting};
+    let db = Database::create();
+    let a = PostgresStore::join(&db.url).unwrap();
+    let b = PostgresStore::join(&db.url).unwrap();
+    a.register_node(&node("a", "ia"), MINUTE).unwrap();
+    b.register_node(&node("b", "ib"), MINUTE).unwrap();
+    let mut answers = b.reply_wakeups().unwrap();
+    let mut requests = a.request_wakeups().unwrap();
+    let first = b.forward_request(&forwarded("b", "first")).unwrap();
+    let second = b.forward_request(&forwarded("b", "second")).unwrap();
+    let third = b.forward_request(&forwarded("b", "third")).unwrap();
+    assert!(woken(&mut requests), "forwarding wakes the leader");
+    assert_eq!(b.request_state(first).unwrap(), Waiting);
+    // Nobody takes anything without leading.
+    assert!(a.take_requests(1, "ia", 10).unwrap().is_empty());
+    assert_eq!(a.try_lead("a", "ia").unwrap(), Some(1));
+    assert!(a.take_requests(1, "someone-else", 10).unwrap().is_empty());
+    // The waiting one withdrawn is never taken.
+    assert!(b.withdraw_request(third).unwrap());
+    let taken = a.take_requests(1, "ia", 10).unwrap();
+    let ids: Vec<u64> = taken.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids, vec![first, second]);
+    assert_eq!(taken[0].1, forwarded("b", "first"));
+    assert!(
+        a.take_requests(1, "ia", 10).unwrap().is_empty(),
+        "taken once"
+    );
+    assert!(!b.withdraw_request(first).unwrap(), "a taken one stays");
+    assert_eq!(
+        b.request_state(first).unwrap(),
+        Taken {
+            term: 1,
+            leading: true
+        }
+    );
+    assert!(a.answer_request(first, 1, b"frames".to_vec()).unwrap());
+    assert!(woken(&mut answers), "an answer wakes the standbys");
+    assert_eq!(
+        b.request_state(first).unwrap(),
+        Answered(b"frames".to_vec())
+    );
+    b.forget_request(first).unwrap();
+    assert_eq!(b.request_state(first).unwrap(), Missing);
+    assert!(
+        !a.answer_request(first, 1, Vec::new()).unwrap(),
+        "its client left"
+    );
+    // a is deposed before answering the second: its outcome is unknown, and a new
+    // leader neither takes it again nor can answer it under its own term.
+    a.heartbeat("a", "ia", Duration::ZERO).unwrap();
+    assert_eq!(b.try_lead("b", "ib").unwrap(), Some(2));
+    assert_eq!(
+        b.request_state(second).unwrap(),
+        Taken {
+            term: 1,
+            leading: false
+        }
+    );
+    assert!(b.take_requests(2, "ib", 10).unwrap().is_empty());
+    assert!(!b.answer_request(second, 2, Vec::new()).unwrap());
+    assert_eq!(b.sweep_requests(2).unwrap(), 1, "the orphan is swept");
+    assert_eq!(b.request_state(second).unwrap(), Missing);
+    // A request for a node is taken by that node only, while its lease runs, and never
+    // by the leader; its answer may come whoever leads.
+    let mut for_a = forwarded("b", "log");
+    for_a.to_node = Some("a".into());
+    let to_a = b.forward_request(&for_a).unwrap();
+    assert!(b.take_requests(2, "ib", 10).unwrap().is_empty());
+    assert!(b.take_node_requests("b", "ib", 10).unwrap().is_empty());
+    assert!(
+        a.take_node_requests("a", "ia", 10).unwrap().is_empty(),
+        "a's lease ran out"
+    );
+    a.heartbeat("a", "ia", MINUTE).unwrap();
+    let taken = a.take_node_requests("a", "ia", 10).unwrap();
+    assert_eq!(taken, vec![(to_a, for_a)]);
+    assert_eq!(
+        b.request_state(to_a).unwrap(),
+        Taken {
+            term: 0,
+            leading: true
+        }
+    );
+    assert_eq!(b.sweep_requests(2).unwrap(), 0);
+    assert!(a.answer_request(to_a, 0, b"log".to_vec()).unwrap());
+    assert_eq!(b.request_state(to_a).unwrap(), Answered(b"log".to_vec()));
 }

@@ -1,0 +1,483 @@
+//! Changes asked of a standby, carried out by the leader, wherever its host: the standby
+//! forwards its client's request through the shared store (`cluster_requests`), the
+//! leader takes it under its term, answers it as if the client were connected to it
+//! ([`crate::server::forwarded`]), and the standby passes the answer on.
+//!
+//! No channel between daemons is opened: the nodes already trust each other through the
+//! database (any of them may write what the leader reads), so a forwarded request needs
+//! no credential of its own. The leader checks the role the standby gave its client
+//! again, and records the change in the audit log as the client's, forwarded by the
+//! standby's node (`socket via node NAME`).
+//!
+//! At most once: a request is taken by one term before it is acted on, and never by
+//! another. A request taken by a leader that then lost its leadership without
+//! answering gets an error saying its outcome is unknown; one that no leader took
+//! within [`UNTAKEN_LIMIT`] is withdrawn, with an error saying nothing was done.
+//!
+//! The same way, a node asks another for the log of an attempt that node ran (it keeps
+//! it in its data directory): [`Relay::remote_log`], answered by the other node's
+//! [`Relay::serve_node`]; a followed log is read again every second until the task ends.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use orch_protocol::{Actor, ErrorKind, ErrorReply, Request, Response, TaskId};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::membership::Part;
+use super::wakeups::Wakeups;
+use super::{Membership, blocking};
+use crate::ops::Context;
+use crate::policy::{Role, Submitter};
+use crate::server::Connection;
+use crate::server::forwarded::{answer, error_frames, split_frames};
+use crate::store::{ForwardedRequest, PostgresStore, RequestState};
+
+/// How often a standby reads its request's state when no wake-up comes (and the
+/// listening connection works).
+const REPLY_POLL: Duration = Duration::from_secs(1);
+/// How often it reads it with no listening connection.
+const REPLY_POLL_UNHEARD: Duration = Duration::from_millis(100);
+/// How often the leader (and each node, for its own) looks for requests when no wake-up
+/// comes: a fallback only, while the listening connection works.
+const REQUEST_POLL: Duration = Duration::from_secs(5);
+/// How often it looks with no listening connection.
+const REQUEST_POLL_UNHEARD: Duration = Duration::from_millis(100);
+/// How long a request may wait for a leader to take it before it is withdrawn.
+pub const UNTAKEN_LIMIT: Duration = Duration::from_secs(30);
+/// How long a request for another node may wait for it to take it (a live node takes
+/// it at once).
+const NODE_UNTAKEN_LIMIT: Duration = Duration::from_secs(10);
+/// How often a followed log of another node is read again.
+const REMOTE_LOG_POLL: Duration = Duration::from_secs(1);
+/// The largest text sent in one `log` frame.
+const LOG_CHUNK: usize = 64 * 1024;
+/// How often the leader removes the requests nobody will read.
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
+/// The most requests the leader takes at once.
+const TAKE_AT_ONCE: usize = 64;
+
+/// A node's side of forwarding: a standby's forwards, the leader's answers.
+pub struct Relay {
+    store: Arc<PostgresStore>,
+    membership: Arc<Membership>,
+    /// Wake-ups when the leader answers (opened at the first forward, again once lost).
+    replies: Mutex<Option<watch::Receiver<u64>>>,
+}
+
+impl Relay {
+    /// The relay of `membership`'s node on `store`.
+    pub fn new(store: Arc<PostgresStore>, membership: Arc<Membership>) -> Arc<Relay> {
+        Arc::new(Relay {
+            store,
+            membership,
+            replies: Mutex::new(None),
+        })
+    }
+
+    /// Forwards `request` from `conn`'s client to the leader and sends it the answer.
+    /// An `Err` means the connection is gone.
+    pub async fn forward(&self, conn: &mut Connection, request: &Request) -> std::io::Result<()> {
+        match self.exchange(conn, request, None).await {
+            Some(Ok(frames)) => conn.send_frames(&frames).await,
+            Some(Err(reply)) => conn.send(&Response::Error(reply)).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Sends task `id`'s log, kept by node `node` (which ran its last attempt), to
+    /// `conn`'s client as `log` frames then `stream_end`; with `follow`, reads it again
+    /// every second until the task is final. An `Err` means the connection is gone.
+    pub async fn remote_log(
+        &self,
+        ctx: &Context,
+        conn: &mut Connection,
+        node: &str,
+        id: TaskId,
+        follow: bool,
+    ) -> std::io::Result<()> {
+        let request = Request::Logs { id, follow: false };
+        let mut sent = 0;
+        loop {
+            // Read before the log, so that the last read has all of a final task's output.
+            let last = !follow
+                || crate::ops::tasks::get(ctx, id).is_ok_and(|t| t.state.status().is_final());
+            let text = match self.exchange(conn, &request, Some(node)).await {
+                Some(Ok(frames)) => log_text(&frames),
+                Some(Err(reply)) => Err(reply),
+                None => return Ok(()),
+            };
+            let text = match text {
+                Ok(text) => text,
+                Err(reply) => return conn.send(&Response::Error(reply)).await,
+            };
+            // Only what was not sent yet (a log is only appended to).
+            if let Some(new) = text.get(sent..) {
+                for chunk in chunks(new) {
+                    conn.send(&Response::Log {
+                        text: chunk.to_string(),
+                    })
+                    .await?;
+                }
+                sent = text.len();
+            }
+            if last {
+                return conn.send(&Response::StreamEnd).await;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(REMOTE_LOG_POLL) => {}
+                () = conn.closed() => return Ok(()),
+                () = ctx.shutdown.cancelled() => return conn.send(&Response::StreamEnd).await,
+            }
+        }
+    }
+
+    /// Forwards `request` from `conn`'s client to node `to` (the leader when `None`) and
+    /// waits for the answer: its frames, or why none came; `None` once the client left
+    /// (the request is then withdrawn unless already taken: a taken one is carried out,
+    /// and its unread answer removed later).
+    async fn exchange(
+        &self,
+        conn: &mut Connection,
+        request: &Request,
+        to: Option<&str>,
+    ) -> Option<Result<Vec<u8>, ErrorReply>> {
+        let row = match self.row(conn, request, to) {
+            Ok(row) => row,
+            Err(reply) => return Some(Err(reply)),
+        };
+        let store = self.store.clone();
+        let id = match blocking(move || store.forward_request(&row)).await {
+            Ok(id) => id,
+            Err(e) => {
+                return Some(Err(ErrorReply::new(
+                    ErrorKind::Unavailable,
+                    format!(
+                        "node {} cannot forward the request to {}: {e}",
+                        self.membership.name(),
+                        to.map_or_else(|| "the leader".to_string(), |n| format!("node {n}"))
+                    ),
+                )));
+            }
+        };
+        tokio::select! {
+            answer = self.answer_to(id, to) => Some(answer),
+            () = conn.closed() => {
+                let store = self.store.clone();
+                let _ = blocking(move || store.withdraw_request(id)).await;
+                None
+            }
+        }
+    }
+
+    /// The row that forwards `request` from `conn`'s client to node `to` (the leader
+    /// when `None`).
+    fn row(
+        &self,
+        conn: &Connection,
+        request: &Request,
+        to: Option<&str>,
+    ) -> Result<ForwardedRequest, ErrorReply> {
+        let encode = |e: serde_json::Error| {
+            ErrorReply::new(
+                ErrorKind::Internal,
+                format!("cannot forward the request: {e}"),
+            )
+        };
+        Ok(ForwardedRequest {
+            from_node: self.membership.name().to_string(),
+            to_node: to.map(str::to_string),
+            actor: serde_json::to_string(&conn.actor).map_err(encode)?,
+            role: conn.role.as_str().to_string(),
+            owner: conn.submitter == Submitter::Owner,
+            request: serde_json::to_vec(request).map_err(encode)?,
+        })
+    }
+
+    /// Waits for the answer to request `id`, for node `to` (the leader when `None`): its
+    /// frames, or why none will come. The row is removed once read.
+    async fn answer_to(&self, id: u64, to: Option<&str>) -> Result<Vec<u8>, ErrorReply> {
+        let mut wakeups = Wakeups::new(
+            self.reply_wakeups(),
+            REPLY_POLL,
+            REPLY_POLL_UNHEARD,
+            "the leader's answers",
+        );
+        let limit = if to.is_some() {
+            NODE_UNTAKEN_LIMIT
+        } else {
+            UNTAKEN_LIMIT
+        };
+        let untaken_until = tokio::time::Instant::now() + limit;
+        loop {
+            let store = self.store.clone();
+            match blocking(move || store.request_state(id)).await {
+                Ok(RequestState::Answered(frames)) => {
+                    self.forget(id).await;
+                    return Ok(frames);
+                }
+                Ok(RequestState::Taken {
+                    term,
+                    leading: false,
+                }) => {
+                    self.forget(id).await;
+                    return Err(self.outcome_unknown(term));
+                }
+                Ok(RequestState::Missing) => {
+                    return Err(ErrorReply::new(
+                        ErrorKind::Internal,
+                        "the forwarded request was removed before it was answered; its outcome is unknown (see orch tasks, orch audit)",
+                    ));
+                }
+                Ok(RequestState::Waiting) if tokio::time::Instant::now() >= untaken_until => {
+                    if let Some(reply) = self.withdraw(id, to, limit).await {
+                        return Err(reply);
+                    }
+                }
+                Ok(RequestState::Waiting | RequestState::Taken { .. }) => {}
+                Err(e) => {
+                    tracing::warn!(request = id, error = %e, "cannot read a forwarded request's state; trying again");
+                }
+            }
+            wakeups.next().await;
+        }
+    }
+
+    /// Withdraws request `id` for node `to` (the leader when `None`), not taken within
+    /// `limit`: the refusal, or `None` when it was taken meanwhile (its answer is to be
+    /// awaited).
+    async fn withdraw(&self, id: u64, to: Option<&str>, limit: Duration) -> Option<ErrorReply> {
+        let store = self.store.clone();
+        let message = match to {
+            None => format!(
+                "node {} is a standby and no leader took the request within {}s ({}); nothing was done",
+                self.membership.name(),
+                limit.as_secs(),
+                self.membership.leader_summary()
+            ),
+            Some(node) => format!(
+                "node {node} did not take the request within {}s (it is down, or cut off from the database); what it keeps (the logs of the attempts it ran) cannot be read until it is back",
+                limit.as_secs()
+            ),
+        };
+        match blocking(move || store.withdraw_request(id)).await {
+            Ok(true) => Some(ErrorReply::new(ErrorKind::Unavailable, message)),
+            Ok(false) => None,
+            Err(e) => {
+                tracing::warn!(request = id, error = %e, "cannot withdraw a forwarded request");
+                None
+            }
+        }
+    }
+
+    /// The error for a request taken by term `term`, which lost its leadership first.
+    fn outcome_unknown(&self, term: u64) -> ErrorReply {
+        ErrorReply::new(
+            ErrorKind::Unavailable,
+            format!(
+                "the leader of term {term} took the request and lost its leadership before answering; its outcome is unknown (see orch tasks, orch audit); {}",
+                self.membership.leader_summary()
+            ),
+        )
+    }
+
+    /// Removes request `id`'s row.
+    async fn forget(&self, id: u64) {
+        let store = self.store.clone();
+        if let Err(e) = blocking(move || store.forget_request(id)).await {
+            tracing::debug!(request = id, error = %e, "cannot remove a forwarded request");
+        }
+    }
+
+    /// A receiver of the answers' wake-ups, shared by the node's forwards (opened again
+    /// once closed).
+    fn reply_wakeups(&self) -> Result<watch::Receiver<u64>, crate::store::StoreError> {
+        let mut slot = self
+            .replies
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(wakeups) = slot.as_ref().filter(|w| w.has_changed().is_ok()) {
+            let mut wakeups = wakeups.clone();
+            wakeups.mark_unchanged();
+            return Ok(wakeups);
+        }
+        let wakeups = self.store.reply_wakeups()?;
+        *slot = Some(wakeups.clone());
+        Ok(wakeups)
+    }
+
+    /// As the leader (its `ctx`), takes and answers the requests forwarded to the
+    /// leader until `stop` or the node no longer leads.
+    pub fn serve(self: &Arc<Self>, ctx: Arc<Context>, stop: CancellationToken) {
+        let Part::Leading { term } = self.membership.part() else {
+            return;
+        };
+        let relay = self.clone();
+        tokio::spawn(async move { relay.serve_loop(ctx, Some(term), stop).await });
+    }
+
+    /// Takes and answers the requests forwarded to this node (the logs it keeps) with
+    /// `ctx`, until `stop`, whatever the node's part.
+    pub fn serve_node(self: &Arc<Self>, ctx: Arc<Context>, stop: CancellationToken) {
+        let relay = self.clone();
+        tokio::spawn(async move { relay.serve_loop(ctx, None, stop).await });
+    }
+
+    /// Takes and answers the requests for the leader's `term`, or for this node (`None`).
+    async fn serve_loop(
+        self: Arc<Self>,
+        ctx: Arc<Context>,
+        term: Option<u64>,
+        stop: CancellationToken,
+    ) {
+        let mut wakeups = Wakeups::new(
+            self.store.request_wakeups(),
+            REQUEST_POLL,
+            REQUEST_POLL_UNHEARD,
+            "forwarded requests",
+        );
+        let slots = Arc::new(tokio::sync::Semaphore::new(
+            ctx.limits.max_socket_connections,
+        ));
+        let mut swept = tokio::time::Instant::now() - SWEEP_EVERY;
+        let serving = || match term {
+            Some(term) => self.membership.part() == (Part::Leading { term }),
+            None => self.membership.part() != Part::StoodDown,
+        };
+        while !stop.is_cancelled() && serving() {
+            if let Some(term) = term.filter(|_| swept.elapsed() >= SWEEP_EVERY) {
+                swept = tokio::time::Instant::now();
+                let store = self.store.clone();
+                if let Err(e) = blocking(move || store.sweep_requests(term)).await {
+                    tracing::debug!(error = %e, "cannot remove stale forwarded requests");
+                }
+            }
+            self.take_and_answer(&ctx, term, &slots).await;
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = wakeups.next() => {}
+            }
+        }
+    }
+
+    /// Takes as many waiting requests for the leader's `term` (for this node: `None`) as
+    /// there are free `slots` and answers each in a task of its own; again while a full
+    /// batch came.
+    async fn take_and_answer(
+        &self,
+        ctx: &Arc<Context>,
+        term: Option<u64>,
+        slots: &Arc<tokio::sync::Semaphore>,
+    ) {
+        loop {
+            // A slot for each request before it is taken: a taken one is always answered.
+            let mut permits: Vec<_> = std::iter::from_fn(|| slots.clone().try_acquire_owned().ok())
+                .take(TAKE_AT_ONCE)
+                .collect();
+            let room = permits.len();
+            if room == 0 {
+                return;
+            }
+            let (store, instance) = (self.store.clone(), self.membership.instance().to_string());
+            let node = self.membership.name().to_string();
+            let taken = blocking(move || match term {
+                Some(term) => store.take_requests(term, &instance, room),
+                None => store.take_node_requests(&node, &instance, room),
+            });
+            let taken = match taken.await {
+                Ok(taken) => taken,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot take forwarded requests");
+                    return;
+                }
+            };
+            let full = taken.len() == room;
+            for ((id, request), permit) in taken.into_iter().zip(permits.drain(..)) {
+                let (ctx, store) = (ctx.clone(), self.store.clone());
+                tokio::spawn(async move {
+                    let frames = answer_one(&ctx, request).await;
+                    let term = term.unwrap_or(0);
+                    match blocking(move || store.answer_request(id, term, frames)).await {
+                        Ok(true) => {}
+                        Ok(false) => {
+                            tracing::debug!(request = id, "a forwarded request's client left")
+                        }
+                        Err(e) => {
+                            tracing::warn!(request = id, error = %e, "cannot answer a forwarded request")
+                        }
+                    }
+                    drop(permit);
+                });
+            }
+            if !full {
+                return;
+            }
+        }
+    }
+}
+
+/// The frames answering `request`.
+async fn answer_one(ctx: &Context, request: ForwardedRequest) -> Vec<u8> {
+    let bad = |what: &str| {
+        error_frames(ErrorReply::new(
+            ErrorKind::BadRequest,
+            format!("node {} forwarded a request with {what}", request.from_node),
+        ))
+    };
+    let Ok(mut actor) = serde_json::from_str::<Actor>(&request.actor) else {
+        return bad("an unreadable actor");
+    };
+    let Some(role) = Role::from_name(&request.role) else {
+        return bad("an unknown role");
+    };
+    // A node answers only the reads of what it keeps itself.
+    let for_node = serde_json::from_slice::<Request>(&request.request)
+        .is_ok_and(|r| matches!(r, Request::Logs { follow: false, .. }));
+    if request.to_node.is_some() && !for_node {
+        return bad("another request than a log's, for a node");
+    }
+    actor.interface = format!("{} via node {}", actor.interface, request.from_node);
+    let submitter = if request.owner {
+        Submitter::Owner
+    } else {
+        Submitter::Confined
+    };
+    answer(ctx, actor, role, submitter, &request.request).await
+}
+
+/// The text of a log's answer (`log` frames then `stream_end`), or its error.
+fn log_text(frames: &[u8]) -> Result<String, ErrorReply> {
+    let malformed = |problem: String| {
+        ErrorReply::new(
+            ErrorKind::Internal,
+            format!("another node's answer to a log's request is not well formed: {problem}"),
+        )
+    };
+    let mut text = String::new();
+    for body in split_frames(frames).map_err(malformed)? {
+        match serde_json::from_slice::<Response>(body).map_err(|e| malformed(e.to_string()))? {
+            Response::Log { text: part } => text.push_str(&part),
+            Response::StreamEnd => return Ok(text),
+            Response::Error(reply) => return Err(reply),
+            other => return Err(malformed(format!("an unexpected answer {other:?}"))),
+        }
+    }
+    Err(malformed("no stream_end".into()))
+}
+
+/// `text` in pieces of at most [`LOG_CHUNK`] bytes, cut at character boundaries.
+fn chunks(mut text: &str) -> impl Iterator<Item = &str> {
+    std::iter::from_fn(move || {
+        if text.is_empty() {
+            return None;
+        }
+        let mut end = text.len().min(LOG_CHUNK);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let (piece, rest) = text.split_at(end);
+        text = rest;
+        Some(piece)
+    })
+}

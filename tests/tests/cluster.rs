@@ -22,7 +22,7 @@ const LEASE: &str = "3s";
 /// Three daemons on one database: `nodes[0]` started first, so it leads.
 struct Cluster {
     nodes: Vec<Daemon>,
-    _db: TestDatabase,
+    db: TestDatabase,
 }
 
 impl Cluster {
@@ -68,7 +68,7 @@ impl Cluster {
                 daemon
             })
             .collect();
-        Cluster { nodes, _db: db }
+        Cluster { nodes, db }
     }
 
     /// The index of the node that leads now, once one does.
@@ -247,6 +247,31 @@ fn standbys_serve_reads_and_watches_and_send_changes_to_the_leader() {
         "let id = (orch submit --label cancelled-there [sleep 600] | get id); orch cancel $id | get status",
     );
     assert_eq!(cancelled, "cancelled");
+    // The leader carries out only what a standby forwards: a row asking it to stop
+    // (written by hand in the shared database) is answered with a refusal.
+    let id = cluster.db.sql(
+        r#"INSERT INTO cluster_requests (from_node, actor, role, owner, request, created_ms)
+           VALUES ('n2', '{"uid":0,"interface":"socket"}', 'admin', true,
+                   convert_to('{"request":"shutdown"}', 'UTF8'),
+                   (extract(epoch from clock_timestamp()) * 1000)::bigint)
+           RETURNING id"#,
+    );
+    cluster.db.sql("SELECT pg_notify('orch_requests', '')");
+    let answer = eventually(
+        Duration::from_secs(10),
+        "the forged request answered",
+        || {
+            let reply = cluster.db.sql(&format!(
+            "SELECT convert_from(substring(reply from 5), 'UTF8') FROM cluster_requests WHERE id = {id}"
+        ));
+            (!reply.is_empty()).then_some(reply)
+        },
+    );
+    assert!(
+        answer.contains("a request that is not forwarded"),
+        "{answer}"
+    );
+    assert_eq!(role(&leader), "leader");
     // A stream the standby does not serve is refused, naming the leader and its socket
     // on this host, where the plugin asks instead.
     let refused = cluster.nodes[1]

@@ -5,9 +5,11 @@
 //!
 //! No channel between daemons is opened: the nodes already trust each other through the
 //! database (any of them may write what the leader reads), so a forwarded request needs
-//! no credential of its own. The leader checks the role the standby gave its client
-//! again, and records the change in the audit log as the client's, forwarded by the
-//! standby's node (`socket via node NAME`).
+//! no credential of its own. The leader carries out only the operations a standby
+//! forwards, with the role the standby gave its client (from its own `--allow-user`),
+//! as the owner's only when the client is the leader's owner on the leader's host, and
+//! records the change in the audit log as the client's, forwarded by the standby's node
+//! (`socket via node NAME`).
 //!
 //! At most once: a request is taken by one term before it is acted on, and never by
 //! another. A request taken by a leader that then lost its leadership without
@@ -49,6 +51,10 @@ pub const UNTAKEN_LIMIT: Duration = Duration::from_secs(30);
 /// How long a request for another node may wait for it to take it (a live node takes
 /// it at once).
 const NODE_UNTAKEN_LIMIT: Duration = Duration::from_secs(10);
+/// How long a request for another node (a log's read) may take in all.
+const NODE_ANSWER_LIMIT: Duration = Duration::from_secs(60);
+/// How many times the leader tries to write an answer.
+const ANSWER_TRIES: u32 = 5;
 /// How often a followed log of another node is read again.
 const REMOTE_LOG_POLL: Duration = Duration::from_secs(1);
 /// The largest text sent in one `log` frame.
@@ -78,7 +84,11 @@ impl Relay {
 
     /// Forwards `request` from `conn`'s client to the leader and sends it the answer.
     /// An `Err` means the connection is gone.
-    pub async fn forward(&self, conn: &mut Connection, request: &Request) -> std::io::Result<()> {
+    pub async fn forward(
+        self: &Arc<Self>,
+        conn: &mut Connection,
+        request: &Request,
+    ) -> std::io::Result<()> {
         match self.exchange(conn, request, None).await {
             Some(Ok(frames)) => conn.send_frames(&frames).await,
             Some(Err(reply)) => conn.send(&Response::Error(reply)).await,
@@ -90,7 +100,7 @@ impl Relay {
     /// `conn`'s client as `log` frames then `stream_end`; with `follow`, reads it again
     /// every second until the task is final. An `Err` means the connection is gone.
     pub async fn remote_log(
-        &self,
+        self: &Arc<Self>,
         ctx: &Context,
         conn: &mut Connection,
         node: &str,
@@ -112,15 +122,20 @@ impl Relay {
                 Ok(text) => text,
                 Err(reply) => return conn.send(&Response::Error(reply)).await,
             };
+            // A character cut by the read shows as U+FFFD: held back until it is whole.
+            let ready = match text.strip_suffix('\u{FFFD}') {
+                Some(whole) if !last => whole,
+                _ => text.as_str(),
+            };
             // Only what was not sent yet (a log is only appended to).
-            if let Some(new) = text.get(sent..) {
+            if let Some(new) = ready.get(sent..) {
                 for chunk in chunks(new) {
                     conn.send(&Response::Log {
                         text: chunk.to_string(),
                     })
                     .await?;
                 }
-                sent = text.len();
+                sent = ready.len();
             }
             if last {
                 return conn.send(&Response::StreamEnd).await;
@@ -138,7 +153,7 @@ impl Relay {
     /// (the request is then withdrawn unless already taken: a taken one is carried out,
     /// and its unread answer removed later).
     async fn exchange(
-        &self,
+        self: &Arc<Self>,
         conn: &mut Connection,
         request: &Request,
         to: Option<&str>,
@@ -197,9 +212,9 @@ impl Relay {
 
     /// Waits for the answer to request `id`, for node `to` (the leader when `None`): its
     /// frames, or why none will come. The row is removed once read.
-    async fn answer_to(&self, id: u64, to: Option<&str>) -> Result<Vec<u8>, ErrorReply> {
+    async fn answer_to(self: &Arc<Self>, id: u64, to: Option<&str>) -> Result<Vec<u8>, ErrorReply> {
         let mut wakeups = Wakeups::new(
-            self.reply_wakeups(),
+            self.reply_wakeups().await,
             REPLY_POLL,
             REPLY_POLL_UNHEARD,
             "the leader's answers",
@@ -209,8 +224,20 @@ impl Relay {
         } else {
             UNTAKEN_LIMIT
         };
-        let untaken_until = tokio::time::Instant::now() + limit;
+        let started = tokio::time::Instant::now();
+        let untaken_until = started + limit;
         loop {
+            if to.is_some() && started.elapsed() >= NODE_ANSWER_LIMIT {
+                self.forget(id).await;
+                return Err(ErrorReply::new(
+                    ErrorKind::Unavailable,
+                    format!(
+                        "node {} took the request but did not answer within {}s (it died, or is cut off)",
+                        to.unwrap_or_default(),
+                        NODE_ANSWER_LIMIT.as_secs()
+                    ),
+                ));
+            }
             let store = self.store.clone();
             match blocking(move || store.request_state(id)).await {
                 Ok(RequestState::Answered(frames)) => {
@@ -291,8 +318,16 @@ impl Relay {
     }
 
     /// A receiver of the answers' wake-ups, shared by the node's forwards (opened again
-    /// once closed).
-    fn reply_wakeups(&self) -> Result<watch::Receiver<u64>, crate::store::StoreError> {
+    /// once closed), off the runtime's threads.
+    async fn reply_wakeups(
+        self: &Arc<Self>,
+    ) -> Result<watch::Receiver<u64>, crate::store::StoreError> {
+        let relay = self.clone();
+        blocking(move || relay.open_reply_wakeups()).await
+    }
+
+    /// See [`Relay::reply_wakeups`].
+    fn open_reply_wakeups(&self) -> Result<watch::Receiver<u64>, crate::store::StoreError> {
         let mut slot = self
             .replies
             .lock()
@@ -331,15 +366,19 @@ impl Relay {
         term: Option<u64>,
         stop: CancellationToken,
     ) {
+        let store = self.store.clone();
         let mut wakeups = Wakeups::new(
-            self.store.request_wakeups(),
+            blocking(move || store.request_wakeups()).await,
             REQUEST_POLL,
             REQUEST_POLL_UNHEARD,
             "forwarded requests",
         );
-        let slots = Arc::new(tokio::sync::Semaphore::new(
-            ctx.limits.max_socket_connections,
-        ));
+        let slots = Slots {
+            free: Arc::new(tokio::sync::Semaphore::new(
+                ctx.limits.max_socket_connections,
+            )),
+            freed: Arc::new(tokio::sync::Notify::new()),
+        };
         let mut swept = tokio::time::Instant::now() - SWEEP_EVERY;
         let serving = || match term {
             Some(term) => self.membership.part() == (Part::Leading { term }),
@@ -349,7 +388,9 @@ impl Relay {
             if let Some(term) = term.filter(|_| swept.elapsed() >= SWEEP_EVERY) {
                 swept = tokio::time::Instant::now();
                 let store = self.store.clone();
-                if let Err(e) = blocking(move || store.sweep_requests(term)).await {
+                if let Err(e) =
+                    blocking(move || store.sweep_requests(term, 2 * UNTAKEN_LIMIT)).await
+                {
                     tracing::debug!(error = %e, "cannot remove stale forwarded requests");
                 }
             }
@@ -357,6 +398,8 @@ impl Relay {
             tokio::select! {
                 () = stop.cancelled() => return,
                 () = wakeups.next() => {}
+                // Requests may have waited for a slot.
+                () = slots.freed.notified() => {}
             }
         }
     }
@@ -364,17 +407,13 @@ impl Relay {
     /// Takes as many waiting requests for the leader's `term` (for this node: `None`) as
     /// there are free `slots` and answers each in a task of its own; again while a full
     /// batch came.
-    async fn take_and_answer(
-        &self,
-        ctx: &Arc<Context>,
-        term: Option<u64>,
-        slots: &Arc<tokio::sync::Semaphore>,
-    ) {
+    async fn take_and_answer(&self, ctx: &Arc<Context>, term: Option<u64>, slots: &Slots) {
         loop {
             // A slot for each request before it is taken: a taken one is always answered.
-            let mut permits: Vec<_> = std::iter::from_fn(|| slots.clone().try_acquire_owned().ok())
-                .take(TAKE_AT_ONCE)
-                .collect();
+            let mut permits: Vec<_> =
+                std::iter::from_fn(|| slots.free.clone().try_acquire_owned().ok())
+                    .take(TAKE_AT_ONCE)
+                    .collect();
             let room = permits.len();
             if room == 0 {
                 return;
@@ -382,8 +421,8 @@ impl Relay {
             let (store, instance) = (self.store.clone(), self.membership.instance().to_string());
             let node = self.membership.name().to_string();
             let taken = blocking(move || match term {
-                Some(term) => store.take_requests(term, &instance, room),
-                None => store.take_node_requests(&node, &instance, room),
+                Some(term) => store.take_requests(term, &instance, room, UNTAKEN_LIMIT),
+                None => store.take_node_requests(&node, &instance, room, NODE_UNTAKEN_LIMIT),
             });
             let taken = match taken.await {
                 Ok(taken) => taken,
@@ -395,19 +434,21 @@ impl Relay {
             let full = taken.len() == room;
             for ((id, request), permit) in taken.into_iter().zip(permits.drain(..)) {
                 let (ctx, store) = (ctx.clone(), self.store.clone());
+                let (membership, freed) = (self.membership.clone(), slots.freed.clone());
                 tokio::spawn(async move {
-                    let frames = answer_one(&ctx, request).await;
-                    let term = term.unwrap_or(0);
-                    match blocking(move || store.answer_request(id, term, frames)).await {
-                        Ok(true) => {}
-                        Ok(false) => {
-                            tracing::debug!(request = id, "a forwarded request's client left")
-                        }
-                        Err(e) => {
-                            tracing::warn!(request = id, error = %e, "cannot answer a forwarded request")
-                        }
-                    }
+                    // A panic while answering is answered too.
+                    let frames =
+                        tokio::spawn(async move { answer_one(&ctx, &membership, request).await })
+                            .await
+                            .unwrap_or_else(|e| {
+                                error_frames(ErrorReply::new(
+                                    ErrorKind::Internal,
+                                    format!("answering the forwarded request failed: {e}"),
+                                ))
+                            });
+                    write_answer(&store, id, term.unwrap_or(0), frames).await;
                     drop(permit);
+                    freed.notify_one();
                 });
             }
             if !full {
@@ -417,8 +458,39 @@ impl Relay {
     }
 }
 
-/// The frames answering `request`.
-async fn answer_one(ctx: &Context, request: ForwardedRequest) -> Vec<u8> {
+/// The leader's (or a node's) slots for answering forwarded requests.
+struct Slots {
+    /// One permit per request being answered.
+    free: Arc<tokio::sync::Semaphore>,
+    /// Notified when a request's answer is written (its permit is free again).
+    freed: Arc<tokio::sync::Notify>,
+}
+
+/// Writes `frames` as the answer to request `id`, taken by `term`, trying again a few
+/// times (the forwarding node waits for it).
+async fn write_answer(store: &Arc<PostgresStore>, id: u64, term: u64, frames: Vec<u8>) {
+    let frames = Arc::new(frames);
+    for attempt in 1..=ANSWER_TRIES {
+        let (store, frames) = (store.clone(), frames.clone());
+        match blocking(move || store.answer_request(id, term, frames.to_vec())).await {
+            Ok(true) => return,
+            Ok(false) => {
+                return tracing::debug!(request = id, "a forwarded request's client left");
+            }
+            Err(e) if attempt == ANSWER_TRIES => {
+                tracing::warn!(request = id, error = %e, "cannot answer a forwarded request");
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await,
+        }
+    }
+}
+
+/// The frames answering `request`, as `membership`'s node.
+async fn answer_one(
+    ctx: &Context,
+    membership: &Arc<Membership>,
+    request: ForwardedRequest,
+) -> Vec<u8> {
     let bad = |what: &str| {
         error_frames(ErrorReply::new(
             ErrorKind::BadRequest,
@@ -431,18 +503,31 @@ async fn answer_one(ctx: &Context, request: ForwardedRequest) -> Vec<u8> {
     let Some(role) = Role::from_name(&request.role) else {
         return bad("an unknown role");
     };
-    // A node answers only the reads of what it keeps itself.
-    let for_node = serde_json::from_slice::<Request>(&request.request)
-        .is_ok_and(|r| matches!(r, Request::Logs { follow: false, .. }));
-    if request.to_node.is_some() && !for_node {
-        return bad("another request than a log's, for a node");
+    let Ok(parsed) = serde_json::from_slice::<Request>(&request.request) else {
+        return bad("an unreadable request");
+    };
+    // A node answers only the reads of what it keeps itself; the leader only what a
+    // standby forwards (a node of another version may send others).
+    let expected = match request.to_node {
+        Some(_) => matches!(parsed, Request::Logs { follow: false, .. }),
+        None => crate::ops::for_request(crate::ops::RequestKind::of(&parsed)).forwarded(),
+    };
+    if !expected {
+        return bad("a request that is not forwarded");
     }
-    actor.interface = format!("{} via node {}", actor.interface, request.from_node);
-    let submitter = if request.owner {
+    // The owner's rights (naming any directory) only for the owner of this daemon on
+    // this host: the paths a client names are its host's.
+    let from = request.from_node.clone();
+    let here = membership.clone();
+    let same_host = tokio::task::spawn_blocking(move || here.socket_here(&from, false).is_some())
+        .await
+        .unwrap_or(false);
+    let submitter = if request.owner && same_host && actor.uid == crate::socket::owner_uid() {
         Submitter::Owner
     } else {
         Submitter::Confined
     };
+    actor.interface = format!("{} via node {}", actor.interface, request.from_node);
     answer(ctx, actor, role, submitter, &request.request).await
 }
 

@@ -43,7 +43,9 @@ pub fn kept_by(ctx: &Context, id: TaskId) -> Result<Option<String>, AppError> {
 
 /// Refuses the log of a task whose last attempt another node of the cluster ran (its
 /// log is in that node's data directory), naming the node, with its socket when it is on
-/// this host (where a client may ask it instead).
+/// this host (where a client may ask it instead). A node asks the other through the
+/// store instead ([`crate::cluster::relay`]); this answers a node that asks for a log
+/// that has moved on since (the task ran again elsewhere).
 fn ran_here(ctx: &Context, id: TaskId) -> Result<(), AppError> {
     let (Some(cluster), Some(node)) = (&ctx.cluster, kept_by(ctx, id)?) else {
         return Ok(());

@@ -73,11 +73,12 @@ pub struct Context {
     pub shutdown: CancellationToken,
     /// This node of its cluster (`--storage-type postgres`); none on redb.
     pub cluster: Option<Arc<crate::cluster::Membership>>,
-    /// Forwarding to the leader (a node of a cluster): a standby's changes are carried
-    /// out by the leader, which answers them.
+    /// Forwarding through the store (a node of a cluster): a standby's changes are
+    /// carried out by the leader, and the logs another node keeps are read from it.
     pub relay: Option<Arc<crate::cluster::relay::Relay>>,
     /// True on a standby node of a cluster: only the operations a standby serves
-    /// ([`Operation::served_on_standby`]) are run; the others are refused, naming the leader.
+    /// ([`Operation::served_on_standby`]) are run; those it forwards
+    /// ([`Operation::forwarded`]) go to the leader, the others are refused naming it.
     pub standby: bool,
     /// The context that serves once this one no longer does (a standby's, once its node
     /// leads): the connections this one accepted go on with it.

@@ -28,6 +28,9 @@ pub struct Connection {
     pub role: crate::policy::Role,
     /// Which directories the peer's workflows may name (the owner's: any).
     pub submitter: crate::policy::Submitter,
+    /// The requests come from another node of the cluster (a forward), not a client:
+    /// they are answered here, never forwarded again.
+    pub forwarded: bool,
 }
 
 /// A received frame body, holding its share of the buffered-bytes budget until dropped.
@@ -74,6 +77,7 @@ impl Connection {
             actor,
             role,
             submitter,
+            forwarded: false,
         }
     }
 

@@ -11,9 +11,10 @@ use super::{Connection, dispatch, parse_request};
 use crate::ops::Context;
 use crate::policy::{Role, Submitter};
 
-/// The largest answer forwarded (its frames together); a larger one is replaced by an
+/// The largest answer forwarded (its frames together): four frames' worth, more than
+/// the changes and test environments' answers need; a larger one is replaced by an
 /// error saying so.
-pub const MAX_FORWARDED_ANSWER: usize = 256 * 1024 * 1024;
+pub const MAX_FORWARDED_ANSWER: usize = 4 * orch_protocol::MAX_FRAME_LEN;
 
 /// Answers `request` (its JSON) from `actor`, who has `role` and asks as `submitter`:
 /// the frames the client is to receive.
@@ -39,6 +40,7 @@ pub async fn answer(
     };
     let mut conn = Connection::new(ours, actor, role, ctx.limits.clone());
     conn.submitter = submitter;
+    conn.forwarded = true;
     let reading = tokio::spawn(read_answer(theirs));
     // An error here is the reader's: it stopped reading (the answer is too large).
     let _ = dispatch::dispatch(ctx, &mut conn, request).await;

@@ -48,8 +48,12 @@ pub async fn task_log(
     id: TaskId,
     follow: bool,
 ) -> std::io::Result<()> {
-    // Another node of the cluster keeps it: asked through the store.
-    if let Some(relay) = &ctx.relay {
+    // Another node of the cluster keeps it: asked through the store (unless this is
+    // such a question).
+    if let Some(relay) = ctx.relay.as_ref().filter(|_| !conn.forwarded) {
+        if follow && !started(ctx, conn, id).await {
+            return Ok(());
+        }
         match ops::logs::kept_by(ctx, id) {
             Ok(Some(node)) => return relay.remote_log(ctx, conn, &node, id, follow).await,
             Ok(None) => {}
@@ -59,6 +63,22 @@ pub async fn task_log(
     match ops::logs::task_log(ctx, id, follow) {
         Ok(follower) => send_log(ctx, conn, follower).await,
         Err(e) => conn.send_error(e).await,
+    }
+}
+
+/// Waits until task `id` has an attempt (so that the node that keeps its log is known)
+/// or is final; false when the client left.
+async fn started(ctx: &Context, conn: &mut Connection, id: TaskId) -> bool {
+    loop {
+        match ops::tasks::get(ctx, id) {
+            Ok(task) if task.attempts.is_empty() && !task.state.status().is_final() => {}
+            _ => return true,
+        }
+        tokio::select! {
+            () = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
+            () = conn.closed() => return false,
+            () = ctx.shutdown.cancelled() => return true,
+        }
     }
 }
 

@@ -443,7 +443,7 @@ impl Fence {
 }
 
 /// `d` in whole milliseconds, as the server's bigint.
-fn millis(d: Duration) -> i64 {
+pub(super) fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 

@@ -11,9 +11,11 @@
 //! for the leader taken by a term that no longer leads, and not answered, will never be:
 //! its outcome is unknown.
 
+use std::time::Duration;
+
 use super::PostgresStore;
 use super::bridge::pg;
-use super::cluster::NOW_MS;
+use super::cluster::{NOW_MS, millis};
 use super::codec::{signed, unsigned};
 use super::placement::lease_runs;
 use crate::store::StoreError;
@@ -60,12 +62,13 @@ pub enum RequestState {
     },
     /// The frames of the answer.
     Answered(Vec<u8>),
-    /// The row is gone (removed as too old).
+    /// The row is gone (removed by the sweep, or by the node that forwarded it).
     Missing,
 }
 
 impl PostgresStore {
-    /// Writes `request` for the leader and wakes it; the row's id.
+    /// Writes `request` (for the leader, or the node it names) and wakes them; the row's
+    /// id.
     pub fn forward_request(&self, request: &ForwardedRequest) -> Result<u64, StoreError> {
         let request = request.clone();
         self.read(|conn| async move {
@@ -97,56 +100,65 @@ impl PostgresStore {
         })
     }
 
-    /// Takes at most `limit` waiting requests for the leader, oldest first, for term
-    /// `term` of process instance `instance`, while that term leads (none otherwise):
-    /// each is then this term's to carry out, and no other's.
+    /// Takes at most `limit` waiting requests for the leader written within `fresh`,
+    /// oldest first, for term `term` of process instance `instance`, while that term
+    /// leads (none otherwise): each is then this term's to carry out, and no other's.
+    /// An older one is never carried out (its node has told its client that nothing was
+    /// done).
     pub fn take_requests(
         &self,
         term: u64,
         instance: &str,
         limit: usize,
+        fresh: Duration,
     ) -> Result<Vec<(u64, ForwardedRequest)>, StoreError> {
         let term = signed("term", term)?;
         let instance = instance.to_string();
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let (limit, fresh) = (i64::try_from(limit).unwrap_or(i64::MAX), millis(fresh));
         self.read(|conn| async move {
-            let rows = conn
-                .query(
-                    "UPDATE cluster_requests SET taken_term = $1
-                     WHERE id IN (SELECT id FROM cluster_requests
-                                  WHERE taken_term IS NULL AND to_node IS NULL
-                                  ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED)
-                        AND EXISTS (SELECT 1 FROM cluster_leader
-                                    WHERE term = $1 AND instance = $2)
-                     RETURNING id, from_node, to_node, actor, role, owner, request",
-                    &[&term, &instance, &limit],
-                )
-                .await?;
-            taken_rows(rows)
+            let sql = format!(
+                "UPDATE cluster_requests SET taken_term = $1
+                 WHERE id IN (SELECT id FROM cluster_requests
+                              WHERE taken_term IS NULL AND to_node IS NULL
+                                 AND created_ms > {NOW_MS} - $4
+                              ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED)
+                    AND EXISTS (SELECT 1 FROM cluster_leader
+                                WHERE term = $1 AND instance = $2)
+                 RETURNING id, from_node, to_node, actor, role, owner, request"
+            );
+            taken_rows(
+                conn.query(&sql, &[&term, &instance, &limit, &fresh])
+                    .await?,
+            )
         })
     }
 
-    /// Takes at most `limit` waiting requests for node `node`, oldest first, while
-    /// instance `instance`'s lease runs (none otherwise).
+    /// Takes at most `limit` waiting requests for node `node` written within `fresh`,
+    /// oldest first, while instance `instance`'s lease runs (none otherwise).
     pub fn take_node_requests(
         &self,
         node: &str,
         instance: &str,
         limit: usize,
+        fresh: Duration,
     ) -> Result<Vec<(u64, ForwardedRequest)>, StoreError> {
         let (node, instance) = (node.to_string(), instance.to_string());
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let (limit, fresh) = (i64::try_from(limit).unwrap_or(i64::MAX), millis(fresh));
         self.read(|conn| async move {
             let sql = format!(
                 "UPDATE cluster_requests SET taken_term = 0
                  WHERE id IN (SELECT id FROM cluster_requests
                               WHERE taken_term IS NULL AND to_node = $1
+                                 AND created_ms > {NOW_MS} - $4
                               ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED)
                     AND {}
                  RETURNING id, from_node, to_node, actor, role, owner, request",
                 lease_runs()
             );
-            taken_rows(conn.query(&sql, &[&node, &instance, &limit]).await?)
+            taken_rows(
+                conn.query(&sql, &[&node, &instance, &limit, &fresh])
+                    .await?,
+            )
         })
     }
 
@@ -227,17 +239,19 @@ impl PostgresStore {
 
     /// Removes the requests nobody will read: answers unread for ten minutes (their
     /// client is gone), requests taken by an earlier term than `term` and not answered
-    /// (never to be), and any row older than a day. How many were removed.
-    pub fn sweep_requests(&self, term: u64) -> Result<u64, StoreError> {
-        let term = signed("term", term)?;
+    /// (never to be), requests not taken within `fresh` (never to be), and any row
+    /// older than a day. How many were removed.
+    pub fn sweep_requests(&self, term: u64, fresh: Duration) -> Result<u64, StoreError> {
+        let (term, fresh) = (signed("term", term)?, millis(fresh));
         self.read(|conn| async move {
             let sql = format!(
                 "DELETE FROM cluster_requests
                  WHERE (reply IS NOT NULL AND answered_ms < {NOW_MS} - {UNREAD_ANSWER_MS})
                     OR (reply IS NULL AND to_node IS NULL AND taken_term < $1)
+                    OR (taken_term IS NULL AND created_ms < {NOW_MS} - $2)
                     OR created_ms < {NOW_MS} - {LONGEST_MS}"
             );
-            conn.execute(&sql, &[&term]).await
+            conn.execute(&sql, &[&term, &fresh]).await
         })
     }
 

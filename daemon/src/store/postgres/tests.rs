@@ -473,17 +473,21 @@ fn a_forwarded_request_is_taken_by_one_term_only_and_its_answer_read_once() {
     assert!(woken(&mut requests), "forwarding wakes the leader");
     assert_eq!(b.request_state(first).unwrap(), Waiting);
     // Nobody takes anything without leading.
-    assert!(a.take_requests(1, "ia", 10).unwrap().is_empty());
+    assert!(a.take_requests(1, "ia", 10, MINUTE).unwrap().is_empty());
     assert_eq!(a.try_lead("a", "ia").unwrap(), Some(1));
-    assert!(a.take_requests(1, "someone-else", 10).unwrap().is_empty());
+    assert!(
+        a.take_requests(1, "someone-else", 10, MINUTE)
+            .unwrap()
+            .is_empty()
+    );
     // The waiting one withdrawn is never taken.
     assert!(b.withdraw_request(third).unwrap());
-    let taken = a.take_requests(1, "ia", 10).unwrap();
+    let taken = a.take_requests(1, "ia", 10, MINUTE).unwrap();
     let ids: Vec<u64> = taken.iter().map(|(id, _)| *id).collect();
     assert_eq!(ids, vec![first, second]);
     assert_eq!(taken[0].1, forwarded("b", "first"));
     assert!(
-        a.take_requests(1, "ia", 10).unwrap().is_empty(),
+        a.take_requests(1, "ia", 10, MINUTE).unwrap().is_empty(),
         "taken once"
     );
     assert!(!b.withdraw_request(first).unwrap(), "a taken one stays");
@@ -517,23 +521,33 @@ fn a_forwarded_request_is_taken_by_one_term_only_and_its_answer_read_once() {
             leading: false
         }
     );
-    assert!(b.take_requests(2, "ib", 10).unwrap().is_empty());
+    assert!(b.take_requests(2, "ib", 10, MINUTE).unwrap().is_empty());
     assert!(!b.answer_request(second, 2, Vec::new()).unwrap());
-    assert_eq!(b.sweep_requests(2).unwrap(), 1, "the orphan is swept");
+    assert_eq!(
+        b.sweep_requests(2, MINUTE).unwrap(),
+        1,
+        "the orphan is swept"
+    );
     assert_eq!(b.request_state(second).unwrap(), Missing);
     // A request for a node is taken by that node only, while its lease runs, and never
     // by the leader; its answer may come whoever leads.
     let mut for_a = forwarded("b", "log");
     for_a.to_node = Some("a".into());
     let to_a = b.forward_request(&for_a).unwrap();
-    assert!(b.take_requests(2, "ib", 10).unwrap().is_empty());
-    assert!(b.take_node_requests("b", "ib", 10).unwrap().is_empty());
+    assert!(b.take_requests(2, "ib", 10, MINUTE).unwrap().is_empty());
     assert!(
-        a.take_node_requests("a", "ia", 10).unwrap().is_empty(),
+        b.take_node_requests("b", "ib", 10, MINUTE)
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        a.take_node_requests("a", "ia", 10, MINUTE)
+            .unwrap()
+            .is_empty(),
         "a's lease ran out"
     );
     a.heartbeat("a", "ia", MINUTE).unwrap();
-    let taken = a.take_node_requests("a", "ia", 10).unwrap();
+    let taken = a.take_node_requests("a", "ia", 10, MINUTE).unwrap();
     assert_eq!(taken, vec![(to_a, for_a)]);
     assert_eq!(
         b.request_state(to_a).unwrap(),
@@ -542,7 +556,17 @@ fn a_forwarded_request_is_taken_by_one_term_only_and_its_answer_read_once() {
             leading: true
         }
     );
-    assert_eq!(b.sweep_requests(2).unwrap(), 0);
+    assert_eq!(b.sweep_requests(2, MINUTE).unwrap(), 0);
     assert!(a.answer_request(to_a, 0, b"log".to_vec()).unwrap());
     assert_eq!(b.request_state(to_a).unwrap(), Answered(b"log".to_vec()));
+    // One not taken in time is never taken, and swept.
+    let late = b.forward_request(&forwarded("b", "late")).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        b.take_requests(2, "ib", 10, Duration::from_millis(10))
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(b.sweep_requests(2, Duration::from_millis(10)).unwrap(), 1);
+    assert_eq!(b.request_state(late).unwrap(), Missing);
 }

@@ -385,14 +385,25 @@ impl Nu {
 }
 
 /// Polls `check` every 20 ms until it returns `Some`, failing after `timeout`.
-pub fn eventually<T>(timeout: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+pub fn eventually<T>(timeout: Duration, what: &str, check: impl FnMut() -> Option<T>) -> T {
+    eventually_every(timeout, Duration::from_millis(20), what, check)
+}
+
+/// Like [`eventually`], checking every `every` (for a long wait whose check is costly,
+/// such as starting `nu`, so that the checks do not slow down what they wait for).
+pub fn eventually_every<T>(
+    timeout: Duration,
+    every: Duration,
+    what: &str,
+    mut check: impl FnMut() -> Option<T>,
+) -> T {
     let deadline = Instant::now() + timeout;
     loop {
         if let Some(value) = check() {
             return value;
         }
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(every);
     }
 }
 

@@ -55,6 +55,19 @@ fn a_nu_script_file_reads_params_from_the_environment() {
         serde_json::json!([{"status": "succeeded", "exit_code": 0}, {"status": "failed", "exit_code": 7}])
     );
     assert_eq!(nu.run("orch logs 1"), "installing postgres on db-01\n");
+    // Several tasks' logs as a table, from the arguments or the pipeline.
+    let both = serde_json::json!([
+        {"id": 1, "log": "installing postgres on db-01\n"},
+        {"id": 2, "log": "installing broken on db-02\n"},
+    ]);
+    assert_eq!(nu.json("orch logs 1 2"), both);
+    assert_eq!(nu.json("orch tasks | sort-by id | orch logs"), both);
+    assert_eq!(
+        nu.json("orch tasks --status failed | orch logs | get id"),
+        serde_json::json!([2])
+    );
+    let refused = nu.try_run("orch logs 1 2 --follow").unwrap_err();
+    assert!(refused.contains("--follow follows one task"), "{refused}");
 }
 
 #[test]

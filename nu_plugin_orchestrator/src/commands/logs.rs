@@ -1,9 +1,10 @@
-//! `orch logs <id>`: a task's output.
+//! `orch logs <id>...`: a task's output (a stream of text), or several tasks' (a table of
+//! their ids and logs).
 
 use nu_plugin::{EngineInterface, EvaluatedCall, PluginCommand};
 use nu_protocol::{
     ByteStream, ByteStreamType, Category, Example, LabeledError, PipelineData, ShellError, Signals,
-    Signature, Span, Spanned, SyntaxShape, Type,
+    Signature, Span, Spanned, SyntaxShape, Type, Value, record,
 };
 use orch_protocol::{Client, ClientError, Request, Response};
 
@@ -27,11 +28,20 @@ impl PluginCommand for Logs {
 
     fn signature(&self) -> Signature {
         Signature::build(self.name())
-            .input_output_type(Type::Nothing, Type::String)
-            .required("id", SyntaxShape::Int, "The task's id.")
+            .input_output_types(vec![
+                (Type::Nothing, Type::Any),
+                (Type::list(Type::Any), Type::table()),
+                (Type::record(), Type::table()),
+                (Type::Int, Type::table()),
+            ])
+            .rest(
+                "ids",
+                SyntaxShape::Int,
+                "The task's id (its output as text); several give a table of ids and logs. Without one, the ids come from the pipeline (ids, or records with an `id` column).",
+            )
             .switch(
                 "follow",
-                "Keep streaming new output until the task is final.",
+                "Keep streaming new output until the task is final (one task only).",
                 Some('f'),
             )
             .category(Category::Custom("orchestrator".into()))
@@ -49,6 +59,11 @@ impl PluginCommand for Logs {
                 description: "Follow task 42's output line by line",
                 result: None,
             },
+            Example {
+                example: "orch tasks --status failed | orch logs | where log =~ 'timeout'",
+                description: "The failed tasks whose output mentions a timeout (a table of id and log)",
+                result: None,
+            },
         ]
     }
 
@@ -57,19 +72,69 @@ impl PluginCommand for Logs {
         plugin: &OrchestratorPlugin,
         engine: &EngineInterface,
         call: &EvaluatedCall,
-        _input: PipelineData,
+        input: PipelineData,
     ) -> Result<PipelineData, LabeledError> {
-        let id_arg: Spanned<i64> = call.req(0)?;
-        let id = args::task_id(id_arg)?;
+        let named: Vec<Spanned<i64>> = call.rest(0)?;
         let follow = call.has_flag("follow")?;
-        stream_log(
-            plugin,
-            engine,
-            call,
-            &Request::Logs { id, follow },
-            id_arg.span,
-        )
+        // One id named: its output as a stream of text, as it comes.
+        if let [id_arg] = named[..] {
+            let id = args::task_id(id_arg)?;
+            return stream_log(
+                plugin,
+                engine,
+                call,
+                &Request::Logs { id, follow },
+                id_arg.span,
+            );
+        }
+        let ids = ids_of(call, &named, input)?;
+        if follow {
+            return Err(LabeledError::new("--follow follows one task")
+                .with_label(format!("{} tasks given", ids.len()), call.head)
+                .with_help("give one id to follow its output, or leave out --follow for a table of the logs"));
+        }
+        let mut rows = Vec::with_capacity(ids.len());
+        for (id, span) in ids {
+            let request = Request::Logs { id, follow: false };
+            let log = stream_log(plugin, engine, call, &request, span)?
+                .into_value(call.head)
+                .map_err(|e| LabeledError::from(e).with_label("reading the log", span))?;
+            let id = Value::int(i64::try_from(id).unwrap_or(i64::MAX), call.head);
+            rows.push(Value::record(
+                record! { "id" => id, "log" => log },
+                call.head,
+            ));
+        }
+        Ok(PipelineData::Value(Value::list(rows, call.head), None))
     }
+}
+
+/// The tasks named (`named`), else piped in (`input`): each once, in the order given,
+/// with the span to point at.
+fn ids_of(
+    call: &EvaluatedCall,
+    named: &[Spanned<i64>],
+    input: PipelineData,
+) -> Result<Vec<(u64, Span)>, LabeledError> {
+    let mut ids = Vec::new();
+    for arg in named {
+        ids.push((args::task_id(*arg)?, arg.span));
+    }
+    if ids.is_empty() {
+        let value = input.into_value(call.head)?;
+        let mut piped = Vec::new();
+        args::ids_from_value(&value, &mut piped)?;
+        ids.extend(piped.into_iter().map(|id| (id, value.span())));
+    }
+    if ids.is_empty() {
+        return Err(LabeledError::new("no task id").with_label(
+            "give one or more ids, or pipe in tasks (records with an `id` column)",
+            call.head,
+        ));
+    }
+    let mut seen = std::collections::HashSet::new();
+    ids.retain(|(id, _)| seen.insert(*id));
+    Ok(ids)
 }
 
 /// Sends a log request and streams its chunks as a string byte stream; errors about the

@@ -10,7 +10,7 @@ use orch_e2e::http::Shim;
 use orch_e2e::{Daemon, eventually, eventually_every};
 use orch_protocol::{EventKind, Request, Response};
 
-/// How many tasks are queued: 100,000 (about 6 minutes in a debug build on two cores), or
+/// How many tasks are queued: 100,000 (a few minutes in a debug build on two cores), or
 /// `$ORCH_E2E_BIG_QUEUE` (a multiple of 10,000, or fewer) for a quicker run.
 fn queued() -> u64 {
     std::env::var("ORCH_E2E_BIG_QUEUE")

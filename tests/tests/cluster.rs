@@ -309,7 +309,7 @@ fn standbys_serve_reads_and_watches_and_send_changes_to_the_leader() {
     assert_eq!(standby.json("orch health | get tasks.succeeded"), 3);
     assert_eq!(standby.json("orch audit verify | get intact"), true);
     assert_eq!(leader.json("orch health | get cluster.nodes_up"), 3);
-    // Over HTTP too: reads answer, changes get 503 naming the leader.
+    // Over HTTP too: reads answer.
     let viewer = orch_e2e::http::token(&cluster.nodes[1], "viewer");
     let operator = orch_e2e::http::token(&cluster.nodes[1], "operator");
     let get = |path: &str, token: &str| {
@@ -331,10 +331,25 @@ fn standbys_serve_reads_and_watches_and_send_changes_to_the_leader() {
         cluster_view.contains("\"leader\"") && cluster_view.ends_with("\n200"),
         "{cluster_view}"
     );
+    // Changes (and the test environments) are forwarded to the leader, behind the
+    // standby's own token and role checks.
     let envs = get("/test/environments", &operator);
+    assert!(envs.ends_with("[]\n200"), "{envs}");
+    let refused = std::process::Command::new("curl")
+        .args(["-s", "-w", "\n%{http_code}", "-X", "POST", "-d", "{}", "-H"])
+        .arg(format!("Authorization: Bearer {viewer}"))
+        .arg(format!("http://127.0.0.1:{port}/test/environments/create"))
+        .output()
+        .unwrap();
+    let refused = String::from_utf8_lossy(&refused.stdout);
     assert!(
-        envs.ends_with("\n503") && envs.contains("node n1 leads"),
-        "{envs}"
+        refused.ends_with("\n403") && refused.contains("viewer"),
+        "{refused}"
+    );
+    let missing = get("/test/environments/999", &operator);
+    assert!(
+        missing.ends_with("\n404") && missing.contains("999"),
+        "{missing}"
     );
     // A shell whose connection a standby accepted goes on with that node once it leads.
     let shell = standby.spawn(
@@ -596,9 +611,59 @@ fn every_node_runs_tasks_by_capacity_and_labels_and_a_killed_nodes_attempts_run_
          orch logs --follow $id | lines",
     );
     assert_eq!(followed, serde_json::json!(["line 1", "line 2", "line 3"]));
+    // The progress of an attempt n3 runs reaches the leader's task record and events.
+    let id = leader.json(
+        r#"orch submit --on docker [sh -c 'echo "{\"progress\": 40, \"message\": \"halfway\"}"; sleep 30'] | get id"#,
+    );
+    let progress = eventually(Duration::from_secs(20), "n3's progress", || {
+        let p = leader.json(&format!(
+            "orch task {id} | select progress progress_message"
+        ));
+        (!p["progress"].is_null()).then_some(p)
+    });
+    assert_eq!(
+        progress,
+        serde_json::json!({"progress": 40.0, "progress_message": "halfway"})
+    );
+    leader.run(&format!("orch cancel {id} | ignore"));
+    let events = leader.json(&format!(
+        "orch watch --task {id} | where event == progress | get details.progress.message"
+    ));
+    assert_eq!(events, serde_json::json!(["halfway"]));
     assert_eq!(
         leader.json("orch cluster nodes | where name == n2 | get 0.role"),
         "down"
     );
     assert_eq!(leader.json("orch audit verify | get intact"), true);
+}
+
+#[test]
+fn the_logs_a_node_keeps_of_tasks_the_leader_removed_are_deleted_on_that_node() {
+    let cluster = Cluster::launch(
+        &["--retain-finished", "2s"],
+        None,
+        [&[], &["--label", "here"], &[]],
+    );
+    let leader = cluster.nodes[0].nu();
+    let id = eventually(Duration::from_secs(10), "the leader sees n2", || {
+        leader
+            .try_run("orch submit --on here echo kept on n2 | get id")
+            .ok()
+    });
+    let log = cluster.nodes[1]
+        .data_dir()
+        .join("logs")
+        .join(format!("{}.log", id.trim()));
+    eventually(Duration::from_secs(20), "the log written on n2", || {
+        std::fs::read_to_string(&log)
+            .is_ok_and(|text| text.contains("kept on n2"))
+            .then_some(())
+    });
+    // The leader's retention removes the task; n2 deletes the log it kept.
+    eventually(Duration::from_secs(30), "the task removed", || {
+        leader.try_run(&format!("orch task {}", id.trim())).err()
+    });
+    eventually(Duration::from_secs(30), "the log deleted on n2", || {
+        (!log.exists()).then_some(())
+    });
 }

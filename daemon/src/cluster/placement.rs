@@ -12,11 +12,11 @@
 //!   engine commits each with the task's next state and removes its placement in the
 //!   same transaction.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use orch_protocol::{AttemptOutcome, TaskId};
+use orch_protocol::{AttemptOutcome, Progress, TaskId};
 use tokio_util::sync::CancellationToken;
 
 use super::blocking;
@@ -76,6 +76,7 @@ pub fn follow(
             engine,
             nodes: None,
             fed: HashSet::new(),
+            progress: HashMap::new(),
         };
         follower.run(tick, stop).await;
     });
@@ -90,6 +91,8 @@ struct Follower {
     /// The outcomes handed to the engine whose placements were still there at the last
     /// read (their commit is under way).
     fed: HashSet<(TaskId, u32)>,
+    /// The version of each running attempt's progress handed to the engine.
+    progress: HashMap<(TaskId, u32), u64>,
 }
 
 impl Follower {
@@ -137,6 +140,28 @@ impl Follower {
             self.engine.report(Report { id, attempt, kind });
         }
         self.fed = present;
+        self.progress().await;
+    }
+
+    /// Hands the progress the nodes recorded since the last read to the engine.
+    async fn progress(&mut self) {
+        let store = self.store.clone();
+        let progress = match blocking(move || store.placement_progress()).await {
+            Ok(progress) => progress,
+            Err(e) => return tracing::debug!(error = %e, "cannot read the attempts' progress"),
+        };
+        let mut seen = HashMap::with_capacity(progress.len());
+        for (id, attempt, version, text) in progress {
+            seen.insert((id, attempt), version);
+            if self.progress.get(&(id, attempt)) == Some(&version) {
+                continue;
+            }
+            if let Ok(progress) = serde_json::from_str::<Progress>(&text) {
+                let kind = ReportKind::Progress(progress);
+                self.engine.report(Report { id, attempt, kind });
+            }
+        }
+        self.progress = seen;
     }
 
     /// Tells the engine the nodes, when they changed. The outcomes are read after the

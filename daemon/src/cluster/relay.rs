@@ -148,6 +148,43 @@ impl Relay {
         }
     }
 
+    /// Forwards `request` (an HTTP request, as [`crate::http::forwarded`] encodes it)
+    /// from `actor`, who has `role`, to the leader and waits for its answer.
+    pub async fn forward_bytes(
+        self: &Arc<Self>,
+        actor: &Actor,
+        role: Role,
+        request: Vec<u8>,
+    ) -> Result<Vec<u8>, ErrorReply> {
+        let row = ForwardedRequest {
+            from_node: self.membership.name().to_string(),
+            to_node: None,
+            actor: serde_json::to_string(actor).unwrap_or_default(),
+            role: role.as_str().to_string(),
+            owner: false,
+            request,
+        };
+        let id = self.send(row, None).await?;
+        self.answer_to(id, None).await
+    }
+
+    /// Writes `row` for node `to` (the leader when `None`); its id.
+    async fn send(&self, row: ForwardedRequest, to: Option<&str>) -> Result<u64, ErrorReply> {
+        let store = self.store.clone();
+        blocking(move || store.forward_request(&row))
+            .await
+            .map_err(|e| {
+                ErrorReply::new(
+                    ErrorKind::Unavailable,
+                    format!(
+                        "node {} cannot forward the request to {}: {e}",
+                        self.membership.name(),
+                        to.map_or_else(|| "the leader".to_string(), |n| format!("node {n}"))
+                    ),
+                )
+            })
+    }
+
     /// Forwards `request` from `conn`'s client to node `to` (the leader when `None`) and
     /// waits for the answer: its frames, or why none came; `None` once the client left
     /// (the request is then withdrawn unless already taken: a taken one is carried out,
@@ -162,19 +199,9 @@ impl Relay {
             Ok(row) => row,
             Err(reply) => return Some(Err(reply)),
         };
-        let store = self.store.clone();
-        let id = match blocking(move || store.forward_request(&row)).await {
+        let id = match self.send(row, to).await {
             Ok(id) => id,
-            Err(e) => {
-                return Some(Err(ErrorReply::new(
-                    ErrorKind::Unavailable,
-                    format!(
-                        "node {} cannot forward the request to {}: {e}",
-                        self.membership.name(),
-                        to.map_or_else(|| "the leader".to_string(), |n| format!("node {n}"))
-                    ),
-                )));
-            }
+            Err(reply) => return Some(Err(reply)),
         };
         tokio::select! {
             answer = self.answer_to(id, to) => Some(answer),
@@ -378,6 +405,7 @@ impl Relay {
                 ctx.limits.max_socket_connections,
             )),
             freed: Arc::new(tokio::sync::Notify::new()),
+            http: term.map(|_| crate::http::forwarded::router(ctx.clone())),
         };
         let mut swept = tokio::time::Instant::now() - SWEEP_EVERY;
         let serving = || match term {
@@ -435,17 +463,17 @@ impl Relay {
             for ((id, request), permit) in taken.into_iter().zip(permits.drain(..)) {
                 let (ctx, store) = (ctx.clone(), self.store.clone());
                 let (membership, freed) = (self.membership.clone(), slots.freed.clone());
+                let http = slots.http.clone();
                 tokio::spawn(async move {
                     // A panic while answering is answered too.
-                    let frames =
-                        tokio::spawn(async move { answer_one(&ctx, &membership, request).await })
-                            .await
-                            .unwrap_or_else(|e| {
-                                error_frames(ErrorReply::new(
-                                    ErrorKind::Internal,
-                                    format!("answering the forwarded request failed: {e}"),
-                                ))
-                            });
+                    let answering =
+                        async move { answer_one(&ctx, &membership, http.as_ref(), request).await };
+                    let frames = tokio::spawn(answering).await.unwrap_or_else(|e| {
+                        error_frames(ErrorReply::new(
+                            ErrorKind::Internal,
+                            format!("answering the forwarded request failed: {e}"),
+                        ))
+                    });
                     write_answer(&store, id, term.unwrap_or(0), frames).await;
                     drop(permit);
                     freed.notify_one();
@@ -464,6 +492,8 @@ struct Slots {
     free: Arc<tokio::sync::Semaphore>,
     /// Notified when a request's answer is written (its permit is free again).
     freed: Arc<tokio::sync::Notify>,
+    /// The leader's router of the forwarded HTTP routes (none for a node's requests).
+    http: Option<axum::Router>,
 }
 
 /// Writes `frames` as the answer to request `id`, taken by `term`, trying again a few
@@ -485,10 +515,12 @@ async fn write_answer(store: &Arc<PostgresStore>, id: u64, term: u64, frames: Ve
     }
 }
 
-/// The frames answering `request`, as `membership`'s node.
+/// The answer to `request`, as `membership`'s node (the leader has its router of the
+/// forwarded HTTP routes, `http`).
 async fn answer_one(
     ctx: &Context,
     membership: &Arc<Membership>,
+    http: Option<&axum::Router>,
     request: ForwardedRequest,
 ) -> Vec<u8> {
     let bad = |what: &str| {
@@ -503,6 +535,13 @@ async fn answer_one(
     let Some(role) = Role::from_name(&request.role) else {
         return bad("an unknown role");
     };
+    if let Some(forwarded) = crate::http::forwarded::parse(&request.request) {
+        let Some(router) = http.filter(|_| request.to_node.is_none()) else {
+            return bad("an HTTP request, for a node");
+        };
+        actor.interface = format!("{} via node {}", actor.interface, request.from_node);
+        return crate::http::forwarded::answer(router, forwarded, actor, role).await;
+    }
     let Ok(parsed) = serde_json::from_slice::<Request>(&request.request) else {
         return bad("an unreadable request");
     };

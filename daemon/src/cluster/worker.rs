@@ -23,7 +23,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use orch_protocol::{AttemptOutcome, TaskId, TaskSpec};
+use orch_protocol::{AttemptOutcome, Progress, TaskId, TaskSpec};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -40,6 +40,8 @@ const PLACEMENT_POLL: Duration = Duration::from_secs(1);
 const PLACEMENT_POLL_UNHEARD: Duration = Duration::from_millis(200);
 /// How long a worker waits before trying a failed store call again.
 const RETRY_DELAY: Duration = Duration::from_millis(200);
+/// How often at most a worker writes its attempts' progress (the latest of each).
+const PROGRESS_EVERY: Duration = Duration::from_millis(250);
 /// How long a node that stops waits for its stopped attempts' ends (the runner's grace
 /// between TERM and KILL is 3 s).
 const DRAIN_LIMIT: Duration = Duration::from_secs(10);
@@ -99,6 +101,8 @@ pub async fn start(
         runner: runner.with_reports(reports_to),
         launched: HashMap::new(),
         pending: Vec::new(),
+        progress: HashMap::new(),
+        progress_written: tokio::time::Instant::now(),
     };
     worker.take_over().await?;
     let (stop, drain) = (CancellationToken::new(), CancellationToken::new());
@@ -117,6 +121,10 @@ struct Worker {
     launched: HashMap<(TaskId, u32), CancellationToken>,
     /// Outcomes to write into their placements.
     pending: Vec<(TaskId, u32, NodeOutcome)>,
+    /// The latest progress of running attempts, not written yet.
+    progress: HashMap<(TaskId, u32), Progress>,
+    /// When progress was last written.
+    progress_written: tokio::time::Instant,
 }
 
 impl Worker {
@@ -176,7 +184,14 @@ impl Worker {
             if look {
                 self.launch_new().await;
             }
-            let retry = (!self.pending.is_empty()).then_some(RETRY_DELAY);
+            if !self.progress.is_empty() && self.progress_written.elapsed() >= PROGRESS_EVERY {
+                self.write_progress().await;
+            }
+            let retry = if !self.pending.is_empty() {
+                Some(RETRY_DELAY)
+            } else {
+                (!self.progress.is_empty()).then_some(PROGRESS_EVERY)
+            };
             look = tokio::select! {
                 () = stop.cancelled() => return self.launched.len(),
                 () = drain.cancelled() => return self.drain(&mut reports).await,
@@ -192,15 +207,37 @@ impl Worker {
         }
     }
 
-    /// Notes what the runner says of an attempt: an end is to be written (progress is
-    /// not carried to the leader).
+    /// Notes what the runner says of an attempt: an end, or its latest progress, is to
+    /// be written.
     fn reported(&mut self, Report { id, attempt, kind }: Report) {
         let outcome = match kind {
             ReportKind::Exited(outcome) => NodeOutcome::Exited(outcome),
             ReportKind::NotStarted(reason) => NodeOutcome::NotStarted(reason),
-            ReportKind::Progress(_) => return,
+            ReportKind::Progress(progress) => {
+                if self.launched.contains_key(&(id, attempt)) {
+                    self.progress.insert((id, attempt), progress);
+                }
+                return;
+            }
         };
+        self.progress.remove(&(id, attempt));
         self.pending.push((id, attempt, outcome));
+    }
+
+    /// Writes the latest progress of the running attempts (the leader turns it into
+    /// progress events). Progress is advisory: one that cannot be written is dropped.
+    async fn write_progress(&mut self) {
+        self.progress_written = tokio::time::Instant::now();
+        let texts: Vec<(TaskId, u32, String)> = std::mem::take(&mut self.progress)
+            .into_iter()
+            .filter_map(|((id, attempt), p)| Some((id, attempt, serde_json::to_string(&p).ok()?)))
+            .collect();
+        let (store, node) = (self.store.clone(), self.node.clone());
+        let written =
+            blocking(move || store.record_progress(&node.name, &node.instance, &texts)).await;
+        if let Err(e) = written {
+            tracing::debug!(error = %e, "cannot record the attempts' progress");
+        }
     }
 
     /// The node stops: its attempts are stopped, and once they have ended (within

@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod error;
+pub mod forwarded;
 mod guard;
 pub mod openapi;
 mod routes;
@@ -48,14 +49,23 @@ pub fn router(ctx: Arc<Context>, tokens: Arc<Tokens>, metrics: Arc<Metrics>, ope
         tokens: tokens.clone(),
     };
     let limits = ctx.limits.clone();
-    // A standby serves only its part; the rest falls to the refusal naming the leader.
+    // A standby serves only its part, forwards the changes to the leader, and refuses
+    // the rest naming the leader.
     let serves = |op: &Operation| !ctx.standby || op.served_on_standby();
+    let forwards = |op: &Operation| ctx.standby && ctx.relay.is_some() && op.forwarded();
     let public = table_router(|op, route| {
         (op.access == Access::Anyone && serves(op)).then(|| routes::bind(route.id, route.method))
     });
     let protected = table_router(|op, route| {
-        (op.access != Access::Anyone && serves(op)).then(|| {
+        let handler = if serves(op) {
             routes::bind(route.id, route.method)
+        } else if forwards(op) {
+            axum::routing::on(routes::filter(route.method), forwarded::forward)
+        } else {
+            return None;
+        };
+        (op.access != Access::Anyone).then(|| {
+            handler
                 .route_layer(from_fn_with_state(limits.clone(), guard::buffer_body))
                 .route_layer(from_fn_with_state(op.access, guard::authorize))
         })

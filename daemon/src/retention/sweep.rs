@@ -1,7 +1,9 @@
 //! At start: delete the logs of removed tasks. A removal's logs are deleted once the
 //! removal is durable, so a kill -9 between the two leaves logs whose task is gone; the
 //! next start finds them here (a log exists only for a task that was recorded running,
-//! so a `<id>.log` with an id already assigned and no record is such a log).
+//! so a `<id>.log` with an id already assigned and no record is such a log). Every node
+//! of a cluster also does it periodically ([`spawn_periodic`]): the leader removes the
+//! tasks, each node keeps the logs of the attempts it ran.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -24,24 +26,32 @@ pub fn orphan_logs(
             return Ok(0);
         }
     };
+    let mut logs: Vec<(TaskId, std::path::PathBuf)> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let id = task_of(&entry.file_name().to_string_lossy())?;
+            (id <= last_id).then(|| (id, entry.path()))
+        })
+        .collect();
+    logs.sort_unstable_by_key(|(id, _)| *id);
     let mut deleted = 0;
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(id) = task_of(&name.to_string_lossy()) else {
-            continue;
-        };
-        if id > last_id || !store.statuses(id..=id)?.is_empty() {
-            continue;
-        }
-        match std::fs::remove_file(entry.path()) {
-            Ok(()) => deleted += 1,
-            Err(e) => {
-                tracing::warn!(log = %entry.path().display(), error = %e, "cannot delete the log of a removed task")
+    // The store is asked once per window of ids that holds logs.
+    for window in logs.chunk_by(|(a, _), (b, _)| a / STATUS_WINDOW == b / STATUS_WINDOW) {
+        let known = store.statuses(window[0].0..=window[window.len() - 1].0)?;
+        for (_, path) in window.iter().filter(|(id, _)| !known.contains_key(id)) {
+            match std::fs::remove_file(path) {
+                Ok(()) => deleted += 1,
+                Err(e) => {
+                    tracing::warn!(log = %path.display(), error = %e, "cannot delete the log of a removed task")
+                }
             }
         }
     }
     Ok(deleted)
 }
+
+/// How many consecutive ids one read of the store's statuses covers at most.
+const STATUS_WINDOW: TaskId = 10_000;
 
 /// The task a log file name (`<id>.log`) belongs to.
 fn task_of(name: &str) -> Option<TaskId> {
@@ -50,6 +60,37 @@ fn task_of(name: &str) -> Option<TaskId> {
         return None;
     }
     id.parse().ok()
+}
+
+/// Runs [`orphan_logs`] every `every` until `stop`, with the last task id `last_id` gives
+/// at each run (a node of a cluster, whose tasks another node may remove).
+pub fn spawn_periodic(
+    store: Arc<dyn Store>,
+    last_id: impl Fn() -> Result<TaskId, StoreError> + Send + Sync + 'static,
+    logs_dir: std::path::PathBuf,
+    every: std::time::Duration,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    tokio::spawn(async move {
+        let last_id = Arc::new(last_id);
+        loop {
+            let (store, dir, last_id) = (store.clone(), logs_dir.clone(), last_id.clone());
+            let swept =
+                tokio::task::spawn_blocking(move || orphan_logs(store.as_ref(), &dir, last_id()?));
+            match swept.await {
+                Ok(Ok(0)) => {}
+                Ok(Ok(n)) => tracing::info!(logs = n, "logs of removed tasks deleted"),
+                Ok(Err(e)) => tracing::warn!(error = %e, "cannot check the logs of removed tasks"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "the check of the logs of removed tasks failed")
+                }
+            }
+            tokio::select! {
+                () = tokio::time::sleep(every) => {}
+                () = stop.cancelled() => return,
+            }
+        }
+    });
 }
 
 /// Runs [`orphan_logs`] in the background.

@@ -225,6 +225,11 @@ impl PostgresStore {
         })
     }
 
+    /// The largest task id assigned so far (0 before the first).
+    pub fn last_task_id(&self) -> Result<u64, StoreError> {
+        self.meta(LAST_TASK_ID)
+    }
+
     /// The `meta` value under `key` (0 when unset).
     fn meta(&self, key: &'static str) -> Result<u64, StoreError> {
         self.read(|conn| async move {

@@ -289,6 +289,67 @@ impl PostgresStore {
         })
     }
 
+    /// Records the latest progress of `node`'s running attempts (each as JSON), while
+    /// instance `instance`'s lease runs, and wakes the leader (on the outcomes' channel);
+    /// how many were recorded.
+    pub fn record_progress(
+        &self,
+        node: &str,
+        instance: &str,
+        progress: &[(TaskId, u32, String)],
+    ) -> Result<u64, StoreError> {
+        let (node, instance) = (node.to_string(), instance.to_string());
+        let keys: Vec<(TaskId, u32)> = progress.iter().map(|(i, a, _)| (*i, *a)).collect();
+        let (ids, attempts) = key_columns(&keys)?;
+        let texts: Vec<String> = progress.iter().map(|(_, _, p)| p.clone()).collect();
+        self.read(|conn| async move {
+            let sql = format!(
+                "WITH p AS (
+                    UPDATE cluster_attempts AS c
+                    SET progress = u.progress, progress_version = c.progress_version + 1
+                    FROM UNNEST($3::int8[], $4::int4[], $5::text[]) AS u(task_id, attempt, progress)
+                    WHERE c.task_id = u.task_id AND c.attempt = u.attempt AND c.node = $1
+                       AND c.outcome IS NULL AND {}
+                    RETURNING 1
+                 )
+                 SELECT count(*), pg_notify($6, '') FROM p HAVING count(*) > 0",
+                lease_runs()
+            );
+            let channel = OUTCOMES_CHANNEL;
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 6] =
+                [&node, &instance, &ids, &attempts, &texts, &channel];
+            let row = conn.query_opt(&sql, &params).await?;
+            match row {
+                Some(row) => unsigned("progress", row.try_get(0).map_err(pg)?),
+                None => Ok(0),
+            }
+        })
+    }
+
+    /// The latest progress the nodes recorded of their running attempts: task, attempt,
+    /// the progress's version (raised at each record) and the progress as JSON.
+    pub fn placement_progress(&self) -> Result<Vec<(TaskId, u32, u64, String)>, StoreError> {
+        self.read(|conn| async move {
+            let rows = conn
+                .query(
+                    "SELECT task_id, attempt, progress_version, progress FROM cluster_attempts
+                     WHERE progress IS NOT NULL AND outcome IS NULL ORDER BY task_id",
+                    &[],
+                )
+                .await?;
+            let mut progress = Vec::with_capacity(rows.len());
+            for row in rows {
+                progress.push((
+                    unsigned("task", row.try_get(0).map_err(pg)?)?,
+                    attempt_of(row.try_get(1).map_err(pg)?),
+                    unsigned("progress", row.try_get(2).map_err(pg)?)?,
+                    row.try_get(3).map_err(pg)?,
+                ));
+            }
+            Ok(progress)
+        })
+    }
+
     /// Wake-ups when attempts are placed or stopped (for a node's worker).
     pub fn placement_wakeups(&self) -> Result<tokio::sync::watch::Receiver<u64>, StoreError> {
         self.wakeups(ATTEMPTS_CHANNEL)

@@ -90,6 +90,7 @@ const MIGRATIONS: &[&str] = &[
     // test environment's), taken under its term before it acts on them, or to another
     // node (`to_node`: the log of an attempt it ran); answered with the frames the
     // client is to receive; the forwarding node removes the row once it has read them.
+    // And the latest progress of an attempt a node runs, for the leader's events.
     "CREATE TABLE cluster_requests (
         id bigserial PRIMARY KEY,
         from_node text NOT NULL,
@@ -104,7 +105,9 @@ const MIGRATIONS: &[&str] = &[
         answered_ms bigint
     );
     CREATE INDEX cluster_requests_waiting ON cluster_requests (to_node, id)
-        WHERE taken_term IS NULL;",
+        WHERE taken_term IS NULL;
+    ALTER TABLE cluster_attempts ADD COLUMN progress text,
+        ADD COLUMN progress_version bigint NOT NULL DEFAULT 0;",
 ];
 
 /// The schema version this binary writes.

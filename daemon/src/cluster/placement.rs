@@ -116,52 +116,54 @@ impl Follower {
         }
     }
 
-    /// Hands the outcomes not handed yet to the engine.
+    /// Hands what the nodes reported and was not handed yet to the engine: each
+    /// attempt's new progress, then its outcome.
     async fn outcomes(&mut self) {
         let store = self.store.clone();
-        let outcomes = match blocking(move || store.placement_outcomes()).await {
-            Ok(outcomes) => outcomes,
+        let reports = match blocking(move || store.placement_reports()).await {
+            Ok(reports) => reports,
             Err(e) => return tracing::warn!(error = %e, "cannot read the nodes' outcomes"),
         };
-        let mut present = HashSet::with_capacity(outcomes.len());
-        for (id, attempt, text) in outcomes {
-            present.insert((id, attempt));
-            if self.fed.contains(&(id, attempt)) {
-                continue;
+        let mut ended = HashSet::new();
+        let mut progressed = HashMap::new();
+        for report in reports {
+            let key = (report.id, report.attempt);
+            if let Some((version, text)) = report.progress {
+                progressed.insert(key, version);
+                self.progress_of(key, version, &text);
             }
-            let kind = match serde_json::from_str::<NodeOutcome>(&text) {
-                Ok(outcome) => outcome.report(),
-                Err(e) => {
-                    let error =
-                        format!("its node reported an outcome this daemon cannot read: {e}");
-                    ReportKind::Exited(AttemptOutcome::SpawnFailed { error })
+            if let Some(text) = report.outcome {
+                ended.insert(key);
+                if !self.fed.contains(&key) {
+                    self.outcome_of(key, &text);
                 }
-            };
-            self.engine.report(Report { id, attempt, kind });
+            }
         }
-        self.fed = present;
-        self.progress().await;
+        self.fed = ended;
+        self.progress = progressed;
     }
 
-    /// Hands the progress the nodes recorded since the last read to the engine.
-    async fn progress(&mut self) {
-        let store = self.store.clone();
-        let progress = match blocking(move || store.placement_progress()).await {
-            Ok(progress) => progress,
-            Err(e) => return tracing::debug!(error = %e, "cannot read the attempts' progress"),
-        };
-        let mut seen = HashMap::with_capacity(progress.len());
-        for (id, attempt, version, text) in progress {
-            seen.insert((id, attempt), version);
-            if self.progress.get(&(id, attempt)) == Some(&version) {
-                continue;
-            }
-            if let Ok(progress) = serde_json::from_str::<Progress>(&text) {
-                let kind = ReportKind::Progress(progress);
-                self.engine.report(Report { id, attempt, kind });
-            }
+    /// Hands attempt `key`'s progress `text` to the engine unless this `version` was.
+    fn progress_of(&self, (id, attempt): (TaskId, u32), version: u64, text: &str) {
+        if self.progress.get(&(id, attempt)) == Some(&version) {
+            return;
         }
-        self.progress = seen;
+        if let Ok(progress) = serde_json::from_str::<Progress>(text) {
+            let kind = ReportKind::Progress(progress);
+            self.engine.report(Report { id, attempt, kind });
+        }
+    }
+
+    /// Hands attempt `key`'s outcome `text` to the engine.
+    fn outcome_of(&self, (id, attempt): (TaskId, u32), text: &str) {
+        let kind = match serde_json::from_str::<NodeOutcome>(text) {
+            Ok(outcome) => outcome.report(),
+            Err(e) => {
+                let error = format!("its node reported an outcome this daemon cannot read: {e}");
+                ReportKind::Exited(AttemptOutcome::SpawnFailed { error })
+            }
+        };
+        self.engine.report(Report { id, attempt, kind });
     }
 
     /// Tells the engine the nodes, when they changed. The outcomes are read after the

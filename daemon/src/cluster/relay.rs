@@ -165,7 +165,14 @@ impl Relay {
             request,
         };
         let id = self.send(row, None).await?;
-        self.answer_to(id, None).await
+        // A client that leaves drops this future: its request is withdrawn unless taken.
+        let mut withdraw = WithdrawOnDrop {
+            store: self.store.clone(),
+            id: Some(id),
+        };
+        let answer = self.answer_to(id, None).await;
+        withdraw.id = None;
+        answer
     }
 
     /// Writes `row` for node `to` (the leader when `None`); its id.
@@ -482,6 +489,22 @@ impl Relay {
             if !full {
                 return;
             }
+        }
+    }
+}
+
+/// Withdraws a forwarded request whose client left before its answer (when dropped with
+/// an `id`).
+struct WithdrawOnDrop {
+    store: Arc<PostgresStore>,
+    id: Option<u64>,
+}
+
+impl Drop for WithdrawOnDrop {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            let store = self.store.clone();
+            tokio::task::spawn_blocking(move || store.withdraw_request(id));
         }
     }
 }

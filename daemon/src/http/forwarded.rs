@@ -1,9 +1,10 @@
 //! HTTP changes asked of a standby, carried out by the leader (see
-//! [`crate::cluster::relay`]): the standby checks the bearer token and the role as for any
-//! route, then forwards the request (method, path and query, body) with the caller's
-//! identity; the leader runs it through a router of the forwarded operations' routes
-//! ([`router`]), with that caller instead of a token, and the standby answers with the
-//! leader's status and body.
+//! [`crate::cluster::relay`]): the standby checks the bearer token, the role and the body's
+//! size as for any route, then forwards the request (method, path and query, content type,
+//! body; no other header) with the caller's identity; the leader runs it through a router
+//! of the forwarded operations' routes ([`router`]), with that caller instead of a token,
+//! and the standby answers with the leader's status, content type and body. A standby
+//! started with `--http-auth none` forwards its callers as admins, as it serves them.
 
 use std::sync::Arc;
 
@@ -20,7 +21,7 @@ use tower::ServiceExt as _;
 
 use super::error::ApiError;
 use super::routes::{self, Caller};
-use super::{guard, table_router};
+use super::{MAX_BODY, guard, table_router};
 use crate::ops::Context;
 use crate::policy::Role;
 use crate::server::forwarded::MAX_FORWARDED_ANSWER;
@@ -64,8 +65,13 @@ pub async fn forward(State(ctx): State<Arc<Context>>, request: Request) -> Respo
         return ApiError::from(ctx.not_leader()).into_response();
     };
     let (parts, body) = request.into_parts();
-    let Ok(body) = body.collect().await.map(|b| b.to_bytes()) else {
-        return bad_request("the request body could not be read");
+    let Ok(body) = axum::body::to_bytes(body, MAX_BODY).await else {
+        return ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorKind::TooLarge,
+            format!("the request body exceeds the limit of {MAX_BODY} bytes, or could not be read"),
+        )
+        .into_response();
     };
     let Ok(body) = String::from_utf8(body.to_vec()) else {
         return bad_request("the request body is not UTF-8 text (JSON is expected)");
@@ -87,7 +93,12 @@ pub async fn forward(State(ctx): State<Arc<Context>>, request: Request) -> Respo
         },
     };
     let Ok(request) = serde_json::to_vec(&envelope) else {
-        return bad_request("the request cannot be forwarded");
+        return ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorKind::Internal,
+            "the request cannot be forwarded",
+        )
+        .into_response();
     };
     match relay
         .forward_bytes(&caller.actor, caller.role, request)
@@ -149,6 +160,7 @@ pub fn router(ctx: Arc<Context>) -> Router {
         })
     })
     .fallback(guard::not_found)
+    .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
     .with_state(ctx)
 }
 
@@ -156,23 +168,28 @@ pub fn router(ctx: Arc<Context>) -> Router {
 pub async fn answer(router: &Router, request: HttpRequest, actor: Actor, role: Role) -> Vec<u8> {
     let answer = match run(router, request, actor, role).await {
         Ok(answer) => answer,
-        Err(message) => {
-            let reply = ErrorReply::new(ErrorKind::BadRequest, message);
+        Err((kind, message)) => {
+            let reply = ErrorReply::new(kind, message);
             return crate::server::forwarded::error_frames(reply);
         }
     };
     serde_json::to_vec(&answer).unwrap_or_default()
 }
 
-/// Runs `request` through `router`; its status, type and body.
+/// Runs `request` through `router`; its status, type and body, or what went wrong.
 async fn run(
     router: &Router,
     request: HttpRequest,
     actor: Actor,
     role: Role,
-) -> Result<HttpAnswer, String> {
-    let method = axum::http::Method::from_bytes(request.method.as_bytes())
-        .map_err(|_| format!("a forwarded request with the method {:?}", request.method))?;
+) -> Result<HttpAnswer, (ErrorKind, String)> {
+    let bad = |message: String| (ErrorKind::BadRequest, message);
+    let method = axum::http::Method::from_bytes(request.method.as_bytes()).map_err(|_| {
+        bad(format!(
+            "a forwarded request with the method {:?}",
+            request.method
+        ))
+    })?;
     let mut builder = Request::builder().method(method).uri(&request.uri);
     if let Some(content_type) = &request.content_type {
         builder = builder.header(header::CONTENT_TYPE, content_type);
@@ -185,12 +202,13 @@ async fn run(
     let http = builder
         .extension(caller)
         .body(Body::from(request.body))
-        .map_err(|e| format!("a forwarded request that is not valid HTTP: {e}"))?;
-    let response = router
-        .clone()
-        .oneshot(http)
-        .await
-        .map_err(|e| format!("the forwarded request failed: {e}"))?;
+        .map_err(|e| bad(format!("a forwarded request that is not valid HTTP: {e}")))?;
+    let response = router.clone().oneshot(http).await.map_err(|e| {
+        (
+            ErrorKind::Internal,
+            format!("the forwarded request failed: {e}"),
+        )
+    })?;
     let status = response.status().as_u16();
     let content_type = response
         .headers()
@@ -200,7 +218,12 @@ async fn run(
     let body = http_body_util::Limited::new(response.into_body(), MAX_FORWARDED_ANSWER)
         .collect()
         .await
-        .map_err(|e| format!("the answer could not be read: {e}"))?
+        .map_err(|e| {
+            let message = format!(
+                "the answer is over {MAX_FORWARDED_ANSWER} bytes, or could not be read: {e}"
+            );
+            (ErrorKind::TooLarge, message)
+        })?
         .to_bytes();
     Ok(HttpAnswer {
         status,

@@ -478,6 +478,20 @@ mod tests {
                     .any(|op| op.name == *name && op.request.is_some())
             );
         }
+        // A path whose methods a standby treats differently would answer the refused one
+        // with 405 rather than the refusal naming the leader.
+        let refused = |op: &Operation| !op.served_on_standby() && !op.forwarded();
+        for (_, route) in routes() {
+            let on_path: Vec<bool> = routes()
+                .filter(|(_, r)| r.path == route.path)
+                .map(|(op, _)| refused(op))
+                .collect();
+            assert!(
+                on_path.iter().all(|r| *r == on_path[0]),
+                "{} mixes refused and answered methods on a standby",
+                route.path
+            );
+        }
     }
 
     #[test]

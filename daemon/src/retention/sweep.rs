@@ -41,6 +41,8 @@ pub fn orphan_logs(
         for (_, path) in window.iter().filter(|(id, _)| !known.contains_key(id)) {
             match std::fs::remove_file(path) {
                 Ok(()) => deleted += 1,
+                // Deleted meanwhile (by the removal itself, or another sweep).
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => {
                     tracing::warn!(log = %path.display(), error = %e, "cannot delete the log of a removed task")
                 }

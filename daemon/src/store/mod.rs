@@ -19,8 +19,8 @@ use crate::audit::AuditRecord;
 pub use audit::AuditLog;
 pub use committer::GroupCommitter;
 pub use postgres::{
-    Beat, ForwardedRequest, Leader, NodeAttempt, NodeRecord, NodeSlots, PostgresStore,
-    Registration, RequestState,
+    Beat, ForwardedRequest, Leader, NodeAttempt, NodeRecord, NodeSlots, PlacementReport,
+    PostgresStore, Registration, RequestState,
 };
 pub use redb::RedbStore;
 

@@ -43,7 +43,7 @@ use super::{Snapshot, Store, StoreError, WriteBatch};
 use bridge::{Bridge, Conn, pg};
 pub use cluster::{Beat, Leader, NodeRecord, Registration};
 use codec::{decode, encode, record, signed, status_of, unsigned};
-pub use placement::{NodeAttempt, NodeSlots};
+pub use placement::{NodeAttempt, NodeSlots, PlacementReport};
 pub use relay::{ForwardedRequest, RequestState};
 use target::Target;
 pub use target::describe;

@@ -46,6 +46,19 @@ pub struct NodeAttempt {
     pub launched_by: Option<String>,
 }
 
+/// What a node reported of an attempt it runs, as the leader reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlacementReport {
+    /// The task.
+    pub id: TaskId,
+    /// Which attempt.
+    pub attempt: u32,
+    /// Its outcome as the worker wrote it, once it ended.
+    pub outcome: Option<String>,
+    /// Its latest progress (JSON), with the version raised at each write.
+    pub progress: Option<(u64, String)>,
+}
+
 /// A node as placement sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeSlots {
@@ -150,18 +163,30 @@ impl PostgresStore {
         })
     }
 
-    /// The outcomes the nodes reported and the leader has not committed yet: task,
-    /// attempt and the outcome as the worker wrote it.
-    pub fn placement_outcomes(&self) -> Result<Vec<(TaskId, u32, String)>, StoreError> {
+    /// What the nodes reported of their attempts and the leader has not committed yet:
+    /// each attempt with an outcome or a progress written.
+    pub fn placement_reports(&self) -> Result<Vec<PlacementReport>, StoreError> {
         self.read(|conn| async move {
             let rows = conn
                 .query(
-                    "SELECT task_id, attempt, outcome FROM cluster_attempts
-                     WHERE outcome IS NOT NULL ORDER BY task_id",
+                    "SELECT task_id, attempt, outcome, progress_version, progress
+                     FROM cluster_attempts
+                     WHERE outcome IS NOT NULL OR progress IS NOT NULL ORDER BY task_id",
                     &[],
                 )
                 .await?;
-            keyed_texts(rows)
+            let mut reports = Vec::with_capacity(rows.len());
+            for row in rows {
+                let progress: Option<String> = row.try_get(4).map_err(pg)?;
+                let version = unsigned("progress", row.try_get(3).map_err(pg)?)?;
+                reports.push(PlacementReport {
+                    id: unsigned("task", row.try_get(0).map_err(pg)?)?,
+                    attempt: attempt_of(row.try_get(1).map_err(pg)?),
+                    outcome: row.try_get(2).map_err(pg)?,
+                    progress: progress.map(|p| (version, p)),
+                });
+            }
+            Ok(reports)
         })
     }
 
@@ -323,30 +348,6 @@ impl PostgresStore {
                 Some(row) => unsigned("progress", row.try_get(0).map_err(pg)?),
                 None => Ok(0),
             }
-        })
-    }
-
-    /// The latest progress the nodes recorded of their running attempts: task, attempt,
-    /// the progress's version (raised at each record) and the progress as JSON.
-    pub fn placement_progress(&self) -> Result<Vec<(TaskId, u32, u64, String)>, StoreError> {
-        self.read(|conn| async move {
-            let rows = conn
-                .query(
-                    "SELECT task_id, attempt, progress_version, progress FROM cluster_attempts
-                     WHERE progress IS NOT NULL AND outcome IS NULL ORDER BY task_id",
-                    &[],
-                )
-                .await?;
-            let mut progress = Vec::with_capacity(rows.len());
-            for row in rows {
-                progress.push((
-                    unsigned("task", row.try_get(0).map_err(pg)?)?,
-                    attempt_of(row.try_get(1).map_err(pg)?),
-                    unsigned("progress", row.try_get(2).map_err(pg)?)?,
-                    row.try_get(3).map_err(pg)?,
-                ));
-            }
-            Ok(progress)
         })
     }
 

@@ -15,6 +15,7 @@
 
 pub mod audit_values;
 pub mod commands;
+pub mod completions;
 pub mod connection;
 pub mod convert;
 pub mod json;

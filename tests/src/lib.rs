@@ -319,6 +319,29 @@ impl Nu {
         self.base_command(script).output().expect("nu runs")
     }
 
+    /// What nu would complete at the end of `line` (typed after the plugin is loaded):
+    /// `nu --ide-complete`'s suggestions.
+    pub fn complete(&self, line: &str) -> Vec<String> {
+        let source = self.cwd.join("complete.nu");
+        let text = self.with_plugin(line);
+        std::fs::write(&source, &text).expect("the script to complete is written");
+        let out = Command::new(nu_binary())
+            .arg("--no-config-file")
+            .arg("--plugin-config")
+            .arg(&self.registry)
+            .arg("--ide-complete")
+            .arg(text.len().to_string())
+            .arg(&source)
+            .current_dir(&self.cwd)
+            .env("PROVISIONING_ORCHESTRATOR_SOCKET", &self.socket)
+            .stdin(Stdio::null())
+            .output()
+            .expect("nu runs");
+        let answer: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("nu --ide-complete answered {out:?}: {e}"));
+        serde_json::from_value(answer["completions"].clone()).expect("a list of completions")
+    }
+
     /// The script with the plugin loaded first.
     fn with_plugin(&self, script: &str) -> String {
         format!(

@@ -73,6 +73,19 @@ impl SimplePluginCommand for ById {
         super::help::examples(self.examples)
     }
 
+    #[allow(deprecated, reason = "nu-plugin marks dynamic completion experimental")]
+    fn get_dynamic_completion(
+        &self,
+        plugin: &OrchestratorPlugin,
+        engine: &EngineInterface,
+        _call: nu_plugin::DynamicCompletionCall,
+        arg_type: nu_protocol::engine::ArgType,
+        _experimental: nu_protocol::engine::ExperimentalMarker,
+    ) -> Option<Vec<nu_protocol::DynamicSuggestion>> {
+        let tasks = self.names == "task";
+        tasks.then(|| crate::completions::task_id_argument(plugin, engine, &arg_type))?
+    }
+
     fn run(
         &self,
         plugin: &OrchestratorPlugin,

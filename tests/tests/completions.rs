@@ -1,0 +1,39 @@
+//! Completions through `nu --ide-complete` with the real plugin and daemon: the commands
+//! that take task ids offer the daemon's tasks (with their status and command as the
+//! description, which the IDE output leaves out), filtered by what is typed.
+
+use orch_e2e::Daemon;
+
+#[test]
+fn the_commands_that_take_task_ids_complete_them_from_the_daemon() {
+    let daemon = Daemon::start(&["--parallel", "1"]);
+    let nu = daemon.nu();
+    nu.run(
+        "orch submit sleep 600 | ignore; 1..11 | each { {command: [true]} } | orch submit | ignore",
+    );
+    let all: Vec<String> = (1..=12).map(|id| id.to_string()).collect();
+    for line in [
+        "orch cancel ",
+        "orch retry ",
+        "orch task ",
+        "orch logs ",
+        "orch wait ",
+    ] {
+        let mut offered = nu.complete(line);
+        offered.sort_by_key(|id| id.parse::<u64>().unwrap_or(u64::MAX));
+        assert_eq!(offered, all, "{line}");
+    }
+    let mut ones = nu.complete("orch cancel 1");
+    ones.sort();
+    assert_eq!(ones, ["1", "10", "11", "12"]);
+    // After a switch, the ids again; a flag's value is not a task id.
+    assert!(
+        nu.complete("orch logs --follow ")
+            .contains(&"12".to_string())
+    );
+    assert!(
+        !nu.complete("orch wait --timeout ")
+            .contains(&"12".to_string())
+    );
+    nu.run("orch cancel 1 | ignore");
+}

@@ -145,20 +145,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         None => None,
     };
     if let Some(shared) = &shared {
-        // Another node may remove the tasks whose logs this one keeps.
-        let every = if retention.is_idle() {
-            std::time::Duration::from_secs(3600)
-        } else {
-            retention.period()
-        };
-        let last = shared.clone();
-        retention::sweep::spawn_periodic(
-            store.clone(),
-            move || last.last_task_id(),
-            logs_dir.clone(),
-            every,
-            shutdown.clone(),
-        );
+        cluster::start::sweep_logs(shared, &logs_dir, &retention, &shutdown);
     }
     let runner = Runner::new(RunnerConfig {
         nu_binary: cli.nu_binary.clone(),

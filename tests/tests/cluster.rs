@@ -346,6 +346,24 @@ fn standbys_serve_reads_and_watches_and_send_changes_to_the_leader() {
         refused.ends_with("\n403") && refused.contains("viewer"),
         "{refused}"
     );
+    // A body over the limit is refused by the standby itself, before anything is forwarded.
+    let huge = daemon_dir_file(&cluster, "huge.json", 5 * 1024 * 1024);
+    let too_large = std::process::Command::new("curl")
+        .args(["-s", "-w", "\n%{http_code}", "-X", "POST", "--data-binary"])
+        .arg(format!("@{}", huge.display()))
+        .args(["-H", "Content-Type: application/json", "-H"])
+        .arg(format!("Authorization: Bearer {operator}"))
+        .arg(format!("http://127.0.0.1:{port}/test/environments/create"))
+        .output()
+        .unwrap();
+    let too_large = String::from_utf8_lossy(&too_large.stdout);
+    assert!(too_large.ends_with("\n413"), "{too_large}");
+    // Nothing was forwarded (the forged request's unread answer aside).
+    let forwarded_rows = cluster.db.sql(
+        "SELECT count(*) FROM cluster_requests
+         WHERE position(convert_to('shutdown', 'UTF8') in request) = 0",
+    );
+    assert_eq!(forwarded_rows.trim(), "0", "nothing left behind");
     let missing = get("/test/environments/999", &operator);
     assert!(
         missing.ends_with("\n404") && missing.contains("999"),
@@ -666,4 +684,11 @@ fn the_logs_a_node_keeps_of_tasks_the_leader_removed_are_deleted_on_that_node() 
     eventually(Duration::from_secs(30), "the log deleted on n2", || {
         (!log.exists()).then_some(())
     });
+}
+
+/// A file of `size` bytes of JSON-ish filler in the first node's directory.
+fn daemon_dir_file(cluster: &Cluster, name: &str, size: usize) -> std::path::PathBuf {
+    let path = cluster.nodes[0].dir().join(name);
+    std::fs::write(&path, "x".repeat(size)).unwrap();
+    path
 }

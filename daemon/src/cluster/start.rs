@@ -58,6 +58,29 @@ fn node_record(cli: &Cli, data_dir: &Path, socket: &Path) -> anyhow::Result<Node
     })
 }
 
+/// Deletes, periodically, the logs this node keeps of tasks another node removed: at the
+/// period of `retention` (hourly without one).
+pub fn sweep_logs(
+    shared: &Arc<PostgresStore>,
+    logs_dir: &Path,
+    retention: &crate::retention::Policy,
+    stop: &CancellationToken,
+) {
+    let every = if retention.is_idle() {
+        std::time::Duration::from_secs(3600)
+    } else {
+        retention.period()
+    };
+    let last = shared.clone();
+    crate::retention::sweep::spawn_periodic(
+        shared.clone(),
+        move || last.last_task_id(),
+        logs_dir.to_path_buf(),
+        every,
+        stop.clone(),
+    );
+}
+
 /// Starts the worker that runs the attempts placed on this node (the leader's included),
 /// with `runner`, whose supervisor is fenced by the node's lease.
 pub async fn worker(

@@ -191,11 +191,20 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     {
         tracing::info!(node = membership.name(), "standing by");
         let bus = events::EventBus::default();
+        // The test environments on this node's engine: recovered here, their records
+        // committed by the leader.
+        let (store, relay) = (shared.clone(), common.relay.clone());
+        let (Some(store), Some(relay)) = (store, relay) else {
+            anyhow::bail!("a standby without the shared store");
+        };
+        let name = membership.name().to_string();
+        let own = tokio::task::spawn_blocking(move || store.test_envs_of(&name)).await??;
         let testenvs = testenv::TestEnvService::new(
             testenv_config(&cli, &common),
-            engine::EngineHandle::detached(),
-            Vec::new(),
+            testenv::keeper::Keeper::Leader(relay),
+            own,
         )?;
+        testenvs.recover();
         let ctx = common.context(engine::EngineHandle::detached(), bus, testenvs, true);
         let http = http_parts.as_ref().map(|(listener, tokens)| {
             let app = http_app(&cli, &ctx, tokens.clone(), commit_latency.clone());
@@ -267,11 +276,22 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         let tick = membership.lease() / 10;
         cluster::placement::follow(shared.clone(), engine.clone(), tick, shutdown.clone());
     }
-    let testenvs =
-        testenv::TestEnvService::new(testenv_config(&cli, &common), engine.clone(), stored_envs)?;
-    // Leftover scripts are stopped now; containers are recovered in the background
-    // (requests that need the engine are refused until that is done).
-    testenvs.recover();
+    let testenvs = match &standby_ctx {
+        // A standby that now leads goes on with its service (its recovery is under way).
+        Some(standby) => {
+            standby.testenvs.lead(engine.clone(), stored_envs);
+            standby.testenvs.clone()
+        }
+        None => {
+            let keeper = testenv::keeper::Keeper::Engine(engine.clone());
+            let testenvs =
+                testenv::TestEnvService::new(testenv_config(&cli, &common), keeper, stored_envs)?;
+            // Leftover scripts are stopped now; containers are recovered in the background
+            // (requests that need the engine are refused until that is done).
+            testenvs.recover();
+            testenvs
+        }
+    };
     if let Some(retain) = cli.retain_audit {
         audit::retention::spawn(audit.clone(), retain, shutdown.clone());
     }
@@ -406,6 +426,7 @@ fn testenv_config(cli: &Cli, common: &Common) -> testenv::TestEnvConfig {
         data_dir: common.data_dir.clone(),
         max_envs: cli.max_test_envs as usize,
         default_ttl: cli.test_env_ttl,
+        node: common.cluster.as_ref().map(|m| m.name().to_string()),
     }
 }
 

@@ -28,6 +28,8 @@ struct EnvRow {
     created: DateTime<FixedOffset>,
     expires: DateTime<FixedOffset>,
     network: String,
+    /// The daemon's node whose container engine holds it (in a cluster).
+    cluster_node: Option<String>,
     nodes: Value,
     probes: Value,
     results: Value,
@@ -56,6 +58,7 @@ pub fn env(env: &TestEnv, span: Span) -> Value {
         created: date(env.created_at),
         expires: date(env.expires_at),
         network: env.network.clone(),
+        cluster_node: env.node.clone(),
         nodes: value_of(&env.nodes, span),
         probes: value_of(&env.probes, span),
         results: value_of(&env.results, span),

@@ -383,6 +383,9 @@ pub struct TestEnv {
     /// Saved when it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diagnostics: Option<Diagnostics>,
+    /// The node of a cluster whose container engine holds it (none on a single daemon).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// The topology templates, with any that could not be read.

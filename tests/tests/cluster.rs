@@ -692,3 +692,80 @@ fn daemon_dir_file(cluster: &Cluster, name: &str, size: usize) -> std::path::Pat
     std::fs::write(&path, "x".repeat(size)).unwrap();
     path
 }
+
+#[test]
+fn test_environments_go_to_the_node_labelled_docker_and_are_reached_from_any_node() {
+    let Some(engine) = orch_e2e::containers::engine_or_skip() else {
+        return;
+    };
+    let mut cluster = Cluster::launch(&[], None, [&[], &[], &["--label", "docker"]]);
+    let sweeper = orch_e2e::containers::TestEnvSweeper {
+        socket: engine,
+        data_dir: cluster.nodes[2].data_dir(),
+    };
+    let (leader, standby) = (cluster.nodes[0].nu(), cluster.nodes[1].nu());
+    eventually(Duration::from_secs(10), "the leader sees n3", || {
+        let labels =
+            leader.try_run("orch cluster nodes | where name == n3 | get 0.labels | to json");
+        labels.ok().filter(|l| l.contains("docker"))
+    });
+    // Asked of a standby, created by n3 (the only node labelled docker) on its engine.
+    let env = standby
+        .json("orch test env create single redis --auto-start | select id status cluster_node");
+    assert_eq!(
+        (&env["status"], &env["cluster_node"]),
+        (&serde_json::json!("ready"), &serde_json::json!("n3")),
+        "{env:#}"
+    );
+    let id = env["id"].as_u64().unwrap();
+    assert_eq!(
+        sweeper.leftovers().0.len(),
+        1,
+        "the container carries n3's label"
+    );
+    // The leader sends n3 the requests about it; its log is read on n3.
+    let run = leader.json(&format!("orch test env run {id} | select status tests"));
+    assert_eq!(
+        run,
+        serde_json::json!({"status": "ready", "tests": "1/1 passed"})
+    );
+    let log = leader.run(&format!("orch test env logs {id}"));
+    assert!(
+        log.contains("=== container") && log.contains("test redis (exit 0"),
+        "{log}"
+    );
+    // n3 down: a request about it says so (no other node holds its containers).
+    cluster.nodes[2].kill9();
+    let down = leader
+        .try_run(&format!("orch test env delete {id}"))
+        .unwrap_err();
+    assert!(down.contains("n3"), "{down}");
+    assert_eq!(
+        leader.json(&format!("orch test env show {id} | get status")),
+        "ready"
+    );
+    // Back, n3 keeps its environment (recovered, its time to live re-armed) and deletes
+    // it when asked, from any node.
+    cluster.nodes[2].restart();
+    let deleted = eventually(Duration::from_secs(20), "n3 back", || {
+        standby
+            .try_run(&format!("orch test env delete {id} | get state.reason"))
+            .ok()
+    });
+    assert_eq!(deleted.trim(), "requested");
+    assert_eq!(sweeper.leftovers(), (vec![], vec![]));
+    // One audit chain: each request recorded once, by the leader, as its client's.
+    let actions = leader
+        .json("orch audit | where action starts-with test_env | reverse | select action interface");
+    assert_eq!(
+        actions,
+        serde_json::json!([
+            {"action": "test_env_create", "interface": "socket via node n2 via node n1"},
+            {"action": "test_env_run", "interface": "socket via node n1"},
+            {"action": "test_env_delete", "interface": "socket via node n2 via node n1"},
+        ]),
+    );
+    for node in [&leader, &standby] {
+        assert_eq!(node.json("orch audit verify | get intact"), true);
+    }
+}

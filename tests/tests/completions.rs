@@ -37,3 +37,53 @@ fn the_commands_that_take_task_ids_complete_them_from_the_daemon() {
     );
     nu.run("orch cancel 1 | ignore");
 }
+
+#[test]
+fn workflow_and_environment_ids_and_task_statuses_complete() {
+    let Some((_daemon, nu, _sweeper)) = orch_e2e::containers::env_daemon(&[]) else {
+        return;
+    };
+    let submit = |name: &str| {
+        let workflow = format!(
+            r#"{{"name": "{name}", "operations": [{{"id": "a", "type": "nu", "nu": "sleep 0ms"}}]}}"#
+        );
+        nu.json(&format!(
+            "'{workflow}' | from json | orch workflow submit batch | get id"
+        ))
+    };
+    let (first, second) = (submit("one"), submit("two"));
+    let mut workflows = nu.complete("orch workflow show ");
+    workflows.sort();
+    assert_eq!(workflows, [first.to_string(), second.to_string()]);
+    assert_eq!(nu.complete("orch workflow cancel ").len(), 2);
+    assert_eq!(nu.complete("orch workflow rollback ").len(), 2);
+    // A created environment (no container started): its id, for each command about one.
+    let env = nu
+        .json("orch test env create single redis | get id")
+        .to_string();
+    for line in [
+        "orch test env show ",
+        "orch test env run ",
+        "orch test env delete ",
+        "orch test env logs ",
+    ] {
+        assert_eq!(nu.complete(line), std::slice::from_ref(&env), "{line}");
+    }
+    let mut statuses = nu.complete("orch tasks --status ");
+    statuses.sort();
+    assert_eq!(
+        statuses,
+        [
+            "blocked",
+            "cancelled",
+            "dependency_failed",
+            "failed",
+            "queued",
+            "retry_waiting",
+            "running",
+            "succeeded"
+        ]
+    );
+    assert_eq!(nu.complete("orch tasks --status re"), ["retry_waiting"]);
+    nu.run(&format!("orch test env delete {env} | ignore"));
+}

@@ -70,6 +70,9 @@ fn task_is_running(ctx: &Context, id: TaskId) -> Result<bool, AppError> {
     Ok(!super::tasks::get(ctx, id)?.state.status().is_final())
 }
 
+/// How each container's log in a test environment's log begins.
+pub const CONTAINER_LOG: &str = "=== container ";
+
 /// `EnvLogs`: environment `id`'s containers' logs (while it has containers), then its
 /// own log (setup, probes, tests), followed (with `follow`) while the daemon works on it.
 pub async fn env_log(
@@ -91,7 +94,7 @@ pub async fn env_log(
         for node in &env.nodes {
             let logs = engine.logs(&node.container).await;
             containers.push(format!(
-                "=== container {} ({}) ===\n{logs}",
+                "{CONTAINER_LOG}{} ({}) ===\n{logs}",
                 node.container, node.name
             ));
         }

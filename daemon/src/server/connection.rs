@@ -31,6 +31,9 @@ pub struct Connection {
     /// The requests come from another node of the cluster (a forward), not a client:
     /// they are answered here, never forwarded again.
     pub forwarded: bool,
+    /// A request the leader sent this node about a test environment on its container
+    /// engine: carried out here, whatever the node's part.
+    pub placed: bool,
 }
 
 /// A received frame body, holding its share of the buffered-bytes budget until dropped.
@@ -78,6 +81,7 @@ impl Connection {
             role,
             submitter,
             forwarded: false,
+            placed: false,
         }
     }
 

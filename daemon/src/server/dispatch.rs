@@ -37,13 +37,18 @@ pub async fn dispatch(
         return conn.send(&Response::Error(reply)).await;
     }
     let operation = ops::for_request(RequestKind::of(&request));
-    if ctx.standby && !operation.served_on_standby() {
+    if ctx.standby && !operation.served_on_standby() && !conn.placed {
         if let Some(relay) = ctx.relay.as_ref().filter(|_| operation.forwarded()) {
             return relay.forward(conn, &request).await;
         }
         return conn.send(&Response::Error(ctx.not_leader())).await;
     }
     let actor = conn.actor.clone();
+    let origin = if conn.placed {
+        ops::envs::Origin::Leader
+    } else {
+        ops::envs::Origin::Client(conn.role)
+    };
     let answer = match request {
         Request::Health => ops::daemon::health(ctx).map(Response::Health),
         Request::Cluster => ops::daemon::cluster(ctx).map(Response::Cluster),
@@ -119,13 +124,17 @@ pub async fn dispatch(
             .await
             .map(|summary| Response::WorkflowSummary(Box::new(summary))),
         Request::Extensions => Ok(Response::Extensions(Box::new(ops::daemon::extensions(ctx)))),
-        Request::EnvCreate { env } => ops::envs::create(ctx, actor, env).await.map(test_env),
+        Request::EnvCreate { env } => ops::envs::create(ctx, actor, origin, env)
+            .await
+            .map(test_env),
         Request::Envs => Ok(Response::Envs {
             envs: ops::envs::list(ctx),
         }),
         Request::Env { id } => ops::envs::get(ctx, id).map(test_env),
-        Request::EnvRun { id } => ops::envs::run(ctx, actor, id).await.map(test_env),
-        Request::EnvDelete { id } => ops::envs::delete(ctx, actor, id).await.map(test_env),
+        Request::EnvRun { id } => ops::envs::run(ctx, actor, origin, id).await.map(test_env),
+        Request::EnvDelete { id } => ops::envs::delete(ctx, actor, origin, id)
+            .await
+            .map(test_env),
         Request::EnvLogs { id, follow } => {
             return super::streams::env_log(ctx, conn, id, follow).await;
         }

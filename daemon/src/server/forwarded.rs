@@ -16,13 +16,14 @@ use crate::policy::{Role, Submitter};
 /// error saying so.
 pub const MAX_FORWARDED_ANSWER: usize = 4 * orch_protocol::MAX_FRAME_LEN;
 
-/// Answers `request` (its JSON) from `actor`, who has `role` and asks as `submitter`:
-/// the frames the client is to receive.
+/// Answers `request` (its JSON) from `actor`, who has `role` and asks as `submitter`
+/// (`placed` when the leader sends it about a test environment on this node): the
+/// frames the client is to receive.
 pub async fn answer(
     ctx: &Context,
     actor: Actor,
-    role: Role,
-    submitter: Submitter,
+    (role, submitter): (Role, Submitter),
+    placed: bool,
     request: &[u8],
 ) -> Vec<u8> {
     let request = match parse_request(request) {
@@ -41,6 +42,7 @@ pub async fn answer(
     let mut conn = Connection::new(ours, actor, role, ctx.limits.clone());
     conn.submitter = submitter;
     conn.forwarded = true;
+    conn.placed = placed;
     let reading = tokio::spawn(read_answer(theirs));
     // An error here is the reader's: it stopped reading (the answer is too large).
     let _ = dispatch::dispatch(ctx, &mut conn, request).await;

@@ -6,6 +6,7 @@
 use orch_protocol::{EnvId, Response, TaskId, WorkflowId};
 
 use super::Connection;
+use crate::cluster::relay::RemoteLog;
 use crate::ops::logs::Follower;
 use crate::ops::{self, AppError, Context};
 
@@ -55,7 +56,11 @@ pub async fn task_log(
             return Ok(());
         }
         match ops::logs::kept_by(ctx, id) {
-            Ok(Some(node)) => return relay.remote_log(ctx, conn, &node, id, follow).await,
+            Ok(Some(node)) => {
+                return relay
+                    .remote_log(ctx, conn, &node, RemoteLog::Task(id), follow)
+                    .await;
+            }
             Ok(None) => {}
             Err(e) => return conn.send_error(e).await,
         }
@@ -83,13 +88,24 @@ async fn started(ctx: &Context, conn: &mut Connection, id: TaskId) -> bool {
 }
 
 /// `EnvLogs`: a test environment's containers' logs, then its own, followed while the
-/// daemon works on it.
+/// daemon works on it (asked of the node that holds it, in a cluster).
 pub async fn env_log(
     ctx: &Context,
     conn: &mut Connection,
     id: EnvId,
     follow: bool,
 ) -> std::io::Result<()> {
+    if let Some(relay) = ctx.relay.as_ref().filter(|_| !conn.placed) {
+        match ops::envs::holder(ctx, id) {
+            Ok(Some(node)) => {
+                return relay
+                    .remote_log(ctx, conn, &node, RemoteLog::Env(id), follow)
+                    .await;
+            }
+            Ok(None) => {}
+            Err(e) => return conn.send_error(e).await,
+        }
+    }
     let (containers, follower) = match ops::logs::env_log(ctx, id, follow).await {
         Ok(parts) => parts,
         Err(e) => return conn.send_error(e).await,

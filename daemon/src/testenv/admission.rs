@@ -99,6 +99,7 @@ impl TestEnvService {
             probes: Vec::new(),
             results: Vec::new(),
             diagnostics: None,
+            node: self.config.node.clone(),
         };
         Ok((env, engine))
     }

@@ -16,7 +16,13 @@
 //! - [`probe`]: readiness probes and the topology's checks;
 //! - [`run`]: the tests of an environment; [`delete`]: its deletion;
 //! - [`diagnostics`]: what a failure saves; [`recovery`]: after a restart, and the time
-//!   to live; [`topologies`]: the templates in `nushell-modules/topologies/`.
+//!   to live; [`topologies`]: the templates in `nushell-modules/topologies/`;
+//! - [`keeper`]: where the records are committed (the leader's engine, from any node).
+//!
+//! In a cluster, an environment lives on one node's container engine (its `node`): the
+//! leader places a creation on a live node labelled `docker` ([`place`]) and sends that
+//! node the requests about it; that node does the work, keeps the log, re-arms the time
+//! to live and recovers it after a restart, and has the leader commit its records.
 //!
 //! Durability: an environment's record is committed (through the engine's group
 //! committer, with the audit record of the request) before its containers are created,
@@ -28,6 +34,8 @@ mod contract;
 mod delete;
 mod diagnostics;
 pub mod engine;
+pub mod keeper;
+pub mod place;
 mod plan;
 mod probe;
 mod recovery;
@@ -47,8 +55,8 @@ use chrono::Utc;
 use orch_protocol::{Actor, DeleteReason, EnvId, ErrorKind, ErrorReply, TestEnv};
 
 use crate::audit::AuditRecord;
-use crate::engine::{Command, EngineHandle};
 use contract::Naming;
+use keeper::Keeper;
 use recovery::Recovery;
 use stages::Transition;
 
@@ -66,12 +74,15 @@ pub struct TestEnvConfig {
     pub max_envs: usize,
     /// The time to live of an environment whose request gives none.
     pub default_ttl: Duration,
+    /// This node's name, in a cluster.
+    pub node: Option<String>,
 }
 
 /// The test environment service, shared by the handlers.
 pub struct TestEnvService {
     config: TestEnvConfig,
-    engine: EngineHandle,
+    /// Where records are committed (changes once when a standby starts to lead).
+    keeper: std::sync::RwLock<Keeper>,
     naming: Naming,
     envs: Mutex<HashMap<EnvId, TestEnv>>,
     busy: Mutex<HashSet<EnvId>>,
@@ -82,22 +93,45 @@ pub struct TestEnvService {
 }
 
 impl TestEnvService {
-    /// The service over the stored environments.
+    /// The service over the stored environments, committing through `keeper`.
     pub fn new(
         config: TestEnvConfig,
-        engine: EngineHandle,
+        keeper: Keeper,
         stored: Vec<TestEnv>,
     ) -> std::io::Result<Arc<TestEnvService>> {
         let naming = Naming::new(instance_id(&config.data_dir)?);
         Ok(Arc::new(TestEnvService {
             config,
-            engine,
+            keeper: std::sync::RwLock::new(keeper),
             naming,
             envs: Mutex::new(stored.into_iter().map(|e| (e.id, e)).collect()),
             busy: Mutex::new(HashSet::new()),
             admission: tokio::sync::Mutex::new(()),
             recovery: tokio::sync::watch::Sender::new(Recovery::Running),
         }))
+    }
+
+    /// As a standby that now leads: commits with `engine`, and knows every stored
+    /// environment (its own as it has them: it may have changed one since the read).
+    pub fn lead(&self, engine: crate::engine::EngineHandle, stored: Vec<TestEnv>) {
+        *self.keeper.write().unwrap_or_else(|p| p.into_inner()) = Keeper::Engine(engine);
+        let mut envs = self.lock_envs();
+        for env in stored {
+            if !(self.is_mine(&env) && envs.contains_key(&env.id)) {
+                envs.insert(env.id, env);
+            }
+        }
+    }
+
+    /// This node's name in a cluster.
+    pub fn node(&self) -> Option<&str> {
+        self.config.node.as_deref()
+    }
+
+    /// Whether `env` is on this daemon's container engine (an environment of no node
+    /// is the leader's: recorded before nodes were).
+    pub fn is_mine(&self, env: &TestEnv) -> bool {
+        env.node.is_none() || env.node == self.config.node
     }
 
     /// Every environment, newest first.
@@ -162,15 +196,30 @@ impl TestEnvService {
     /// Commits `env` (a new one gets its id) with the audit record of the request.
     async fn save(&self, env: TestEnv, audit: Option<AuditRecord>) -> Result<TestEnv, ErrorReply> {
         let saved = self
-            .engine
-            .request(|reply| Command::SaveEnv {
-                env: Box::new(env),
-                audit,
-                reply,
-            })
-            .await?;
-        self.lock_envs().insert(saved.id, saved.clone());
+            .keeper()
+            .commit(Some(env), audit)
+            .await?
+            .ok_or_else(|| {
+                ErrorReply::new(
+                    ErrorKind::Internal,
+                    "a test environment's commit returned no record",
+                )
+            })?;
+        self.remember(saved.clone());
         Ok(saved)
+    }
+
+    /// Who commits the records now.
+    fn keeper(&self) -> Keeper {
+        self.keeper
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Keeps `env` as committed.
+    fn remember(&self, env: TestEnv) {
+        self.lock_envs().insert(env.id, env);
     }
 
     /// Moves `env` on by `transition` and commits it. When the commit fails (the daemon
@@ -193,10 +242,7 @@ impl TestEnvService {
         error: &ErrorReply,
     ) {
         let record = AuditRecord::new(actor, action, params, Err(error.message.clone()));
-        let _ = self
-            .engine
-            .request(|reply| Command::Audit { record, reply })
-            .await;
+        let _ = self.keeper().commit(None, Some(record)).await;
     }
 
     /// Appends a line to environment `id`'s log.

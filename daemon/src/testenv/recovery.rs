@@ -81,7 +81,8 @@ impl TestEnvService {
             );
         }
         let mut doomed = Vec::new();
-        for env in self.list() {
+        // Another node's environments are that node's to recover.
+        for env in self.list().into_iter().filter(|e| self.is_mine(e)) {
             match recovery_reason(&env, Utc::now()) {
                 Some(reason) => doomed.push((env.id, reason)),
                 None if matches!(env.state, EnvState::Deleted { .. }) => {}

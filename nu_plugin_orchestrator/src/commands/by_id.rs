@@ -82,8 +82,8 @@ impl SimplePluginCommand for ById {
         arg_type: nu_protocol::engine::ArgType,
         _experimental: nu_protocol::engine::ExperimentalMarker,
     ) -> Option<Vec<nu_protocol::DynamicSuggestion>> {
-        let tasks = self.names == "task";
-        tasks.then(|| crate::completions::task_id_argument(plugin, engine, &arg_type))?
+        let named = crate::completions::Named::from_word(self.names)?;
+        crate::completions::id_argument(plugin, engine, named, &arg_type)
     }
 
     fn run(

@@ -51,6 +51,23 @@ impl PluginCommand for Tasks {
             .category(Category::Custom("orchestrator".into()))
     }
 
+    #[allow(deprecated, reason = "nu-plugin marks dynamic completion experimental")]
+    fn get_dynamic_completion(
+        &self,
+        _plugin: &OrchestratorPlugin,
+        _engine: &EngineInterface,
+        _call: nu_plugin::DynamicCompletionCall,
+        arg_type: nu_protocol::engine::ArgType,
+        _experimental: nu_protocol::engine::ExperimentalMarker,
+    ) -> Option<Vec<nu_protocol::DynamicSuggestion>> {
+        match arg_type {
+            nu_protocol::engine::ArgType::Flag(flag) if flag == "status" => {
+                Some(crate::completions::task_statuses())
+            }
+            _ => None,
+        }
+    }
+
     fn examples(&self) -> Vec<Example<'_>> {
         vec![
             Example {

@@ -157,6 +157,23 @@ impl PluginCommand for EnvLogs {
             .category(Category::Custom("orchestrator".into()))
     }
 
+    #[allow(deprecated, reason = "nu-plugin marks dynamic completion experimental")]
+    fn get_dynamic_completion(
+        &self,
+        plugin: &OrchestratorPlugin,
+        engine: &EngineInterface,
+        _call: nu_plugin::DynamicCompletionCall,
+        arg_type: nu_protocol::engine::ArgType,
+        _experimental: nu_protocol::engine::ExperimentalMarker,
+    ) -> Option<Vec<nu_protocol::DynamicSuggestion>> {
+        crate::completions::id_argument(
+            plugin,
+            engine,
+            crate::completions::Named::Environment,
+            &arg_type,
+        )
+    }
+
     fn examples(&self) -> Vec<Example<'_>> {
         vec![Example {
             example: "orch test env logs 7 --follow | lines",

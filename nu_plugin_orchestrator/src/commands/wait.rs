@@ -10,6 +10,7 @@ use orch_protocol::{ClientError, Request};
 
 use super::args;
 use crate::OrchestratorPlugin;
+use crate::completions::Named;
 use crate::connection::{expect_tasks, labeled, whole};
 use crate::convert::task_row;
 
@@ -76,7 +77,7 @@ impl PluginCommand for Wait {
         arg_type: nu_protocol::engine::ArgType,
         _experimental: nu_protocol::engine::ExperimentalMarker,
     ) -> Option<Vec<nu_protocol::DynamicSuggestion>> {
-        crate::completions::task_id_argument(plugin, engine, &arg_type)
+        crate::completions::id_argument(plugin, engine, Named::Task, &arg_type)
     }
 
     fn run(

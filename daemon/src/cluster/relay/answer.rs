@@ -17,6 +17,7 @@ use crate::ops::Context;
 use crate::policy::{Role, Submitter};
 use crate::server::forwarded::{answer, error_frames};
 use crate::store::{ForwardedRequest, PostgresStore};
+use crate::testenv::keeper::{self, EnvCommit};
 
 /// How often the leader (and each node, for its own) looks for requests when no wake-up
 /// comes: a fallback only, while the listening connection works.
@@ -197,6 +198,13 @@ async fn answer_one(
     let Some(role) = Role::from_name(&request.role) else {
         return bad("an unknown role");
     };
+    if let Some(commit) = EnvCommit::parse(&request.request) {
+        if request.to_node.is_some() {
+            return bad("a test environment's commit, for a node");
+        }
+        let answer = ctx.testenvs.commit_from(&request.from_node, commit).await;
+        return keeper::encode_answer(&answer);
+    }
     if let Some(forwarded) = crate::http::forwarded::parse(&request.request) {
         let Some(router) = http.filter(|_| request.to_node.is_none()) else {
             return bad("an HTTP request, for a node");
@@ -207,10 +215,18 @@ async fn answer_one(
     let Ok(parsed) = serde_json::from_slice::<Request>(&request.request) else {
         return bad("an unreadable request");
     };
-    // A node answers only the reads of what it keeps itself; the leader only what a
-    // standby forwards (a node of another version may send others).
+    // A node answers only the reads of what it keeps itself and the requests about the
+    // test environments on its engine (which the leader placed there); the leader only
+    // what a standby forwards (a node of another version may send others).
+    let placed = matches!(
+        parsed,
+        Request::EnvCreate { .. }
+            | Request::EnvRun { .. }
+            | Request::EnvDelete { .. }
+            | Request::EnvLogs { follow: false, .. }
+    );
     let expected = match request.to_node {
-        Some(_) => matches!(parsed, Request::Logs { follow: false, .. }),
+        Some(_) => placed || matches!(parsed, Request::Logs { follow: false, .. }),
         None => crate::ops::for_request(crate::ops::RequestKind::of(&parsed)).forwarded(),
     };
     if !expected {
@@ -229,5 +245,6 @@ async fn answer_one(
         Submitter::Confined
     };
     actor.interface = format!("{} via node {}", actor.interface, request.from_node);
-    answer(ctx, actor, role, submitter, &request.request).await
+    let placed = placed && request.to_node.is_some();
+    answer(ctx, actor, (role, submitter), placed, &request.request).await
 }

@@ -1,10 +1,12 @@
 //! The asking side: a standby forwards its client's change to the leader, a node asks
-//! another for a log it keeps; each waits for the answer (or for why none will come).
+//! another for a log it keeps, the leader sends a node the requests about a test
+//! environment on its container engine, and that node has the leader commit its
+//! records; each waits for the answer (or for why none will come).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use orch_protocol::{Actor, ErrorKind, ErrorReply, Request, Response, TaskId};
+use orch_protocol::{Actor, EnvId, ErrorKind, ErrorReply, Request, Response, TaskId, TestEnv};
 use tokio::sync::watch;
 
 use super::{NODE_UNTAKEN_LIMIT, Relay, UNTAKEN_LIMIT};
@@ -15,6 +17,7 @@ use crate::policy::{Role, Submitter};
 use crate::server::Connection;
 use crate::server::forwarded::split_frames;
 use crate::store::{ForwardedRequest, PostgresStore, RequestState};
+use crate::testenv::keeper::{self, EnvCommit};
 
 /// How often a standby reads its request's state when no wake-up comes (and the
 /// listening connection works).
@@ -23,10 +26,30 @@ const REPLY_POLL: Duration = Duration::from_secs(1);
 const REPLY_POLL_UNHEARD: Duration = Duration::from_millis(100);
 /// How long a request for another node (a log's read) may take in all.
 const NODE_ANSWER_LIMIT: Duration = Duration::from_secs(60);
+/// How often the leader checks that the node working on a test environment is up.
+const NODE_UP_CHECK: Duration = Duration::from_secs(2);
 /// How often a followed log of another node is read again.
 const REMOTE_LOG_POLL: Duration = Duration::from_secs(1);
 /// The largest text sent in one `log` frame.
 const LOG_CHUNK: usize = 64 * 1024;
+
+/// A log another node keeps.
+#[derive(Clone, Copy)]
+pub enum RemoteLog {
+    /// Task `id`'s, of the attempt that node ran.
+    Task(TaskId),
+    /// Test environment `id`'s: its containers' logs, then its own.
+    Env(EnvId),
+}
+
+/// How long an asking node waits for another node's answer once it took the request.
+#[derive(Clone, Copy)]
+enum Patience {
+    /// At most [`NODE_ANSWER_LIMIT`] in all (a read of what it keeps).
+    Read,
+    /// As long as the node is up (a test environment's work takes what it takes).
+    WhileUp,
+}
 
 impl Relay {
     /// Forwards `request` from `conn`'s client to the leader and sends it the answer.
@@ -43,32 +66,42 @@ impl Relay {
         }
     }
 
-    /// Sends task `id`'s log, kept by node `node` (which ran its last attempt), to
-    /// `conn`'s client as `log` frames then `stream_end`; with `follow`, reads it again
-    /// every second until the task is final. An `Err` means the connection is gone.
+    /// Sends `log`, kept by node `node` (which ran the task's last attempt, or holds
+    /// the environment), to `conn`'s client as `log` frames then `stream_end`; with
+    /// `follow`, reads it again every second until the task is final (the environment
+    /// not at work). An `Err` means the connection is gone.
     pub async fn remote_log(
         self: &Arc<Self>,
         ctx: &Context,
         conn: &mut Connection,
         node: &str,
-        id: TaskId,
+        log: RemoteLog,
         follow: bool,
     ) -> std::io::Result<()> {
-        let request = Request::Logs { id, follow: false };
+        let request = match log {
+            RemoteLog::Task(id) => Request::Logs { id, follow: false },
+            RemoteLog::Env(id) => Request::EnvLogs { id, follow: false },
+        };
         let mut sent = 0;
+        let mut first = true;
         loop {
-            // Read before the log, so that the last read has all of a final task's output.
-            let last = !follow
-                || crate::ops::tasks::get(ctx, id).is_ok_and(|t| t.state.status().is_final());
-            let text = match self.exchange(conn, &request, Some(node)).await {
-                Some(Ok(frames)) => log_text(&frames),
+            // Read before the log, so that the last read has all of the final output.
+            let last = !follow || finished(ctx, log);
+            let parts = match self.exchange(conn, &request, Some(node)).await {
+                Some(Ok(frames)) => log_parts(&frames),
                 Some(Err(reply)) => Err(reply),
                 None => return Ok(()),
             };
-            let text = match text {
-                Ok(text) => text,
+            let (containers, text) = match parts {
+                Ok(parts) => parts,
                 Err(reply) => return conn.send(&Response::Error(reply)).await,
             };
+            // An environment's containers' logs come first, once.
+            if std::mem::take(&mut first) {
+                for text in containers {
+                    conn.send(&Response::Log { text }).await?;
+                }
+            }
             // A character cut by the read shows as U+FFFD: held back until it is whole.
             let ready = match text.strip_suffix('\u{FFFD}') {
                 Some(whole) if !last => whole,
@@ -103,21 +136,102 @@ impl Relay {
         role: Role,
         request: Vec<u8>,
     ) -> Result<Vec<u8>, ErrorReply> {
+        self.ask(None, actor, role, request, Patience::WhileUp)
+            .await
+    }
+
+    /// As the leader, sends node `node` `request` (about a test environment on its
+    /// container engine) from `actor`, who has `role`, and waits for its answer as long
+    /// as the node is up.
+    pub async fn place(
+        self: &Arc<Self>,
+        node: &str,
+        actor: &Actor,
+        role: Role,
+        request: &Request,
+    ) -> Result<Response, ErrorReply> {
+        let bytes = serde_json::to_vec(request).map_err(|e| {
+            ErrorReply::new(ErrorKind::Internal, format!("cannot send the request: {e}"))
+        })?;
+        let frames = self
+            .ask(Some(node), actor, role, bytes, Patience::WhileUp)
+            .await?;
+        let malformed = |problem: String| {
+            ErrorReply::new(
+                ErrorKind::Internal,
+                format!("node {node}'s answer is not well formed: {problem}"),
+            )
+        };
+        match split_frames(&frames).map_err(malformed)?.as_slice() {
+            [body] => serde_json::from_slice(body).map_err(|e| malformed(e.to_string())),
+            bodies => Err(malformed(format!("{} frames", bodies.len()))),
+        }
+    }
+
+    /// Environment `id`'s own log (its containers' logs left out), kept by node `node`,
+    /// asked for by `actor`, who has `role`.
+    pub async fn remote_log_text(
+        self: &Arc<Self>,
+        node: &str,
+        actor: &Actor,
+        role: Role,
+        id: EnvId,
+    ) -> Result<String, ErrorReply> {
+        let request = serde_json::to_vec(&Request::EnvLogs { id, follow: false })
+            .map_err(|e| ErrorReply::new(ErrorKind::Internal, e.to_string()))?;
+        let frames = self
+            .ask(Some(node), actor, role, request, Patience::Read)
+            .await?;
+        Ok(log_parts(&frames)?.1)
+    }
+
+    /// As a node that is not the leader, has the leader commit `commit` (a record of a
+    /// test environment on this node, or an audit record of a request about one).
+    pub async fn commit_env(
+        self: &Arc<Self>,
+        commit: EnvCommit,
+    ) -> Result<Option<TestEnv>, ErrorReply> {
+        let actor = Actor {
+            uid: crate::socket::owner_uid(),
+            interface: format!("node {}", self.membership.name()),
+        };
+        let answer = self
+            .ask(
+                None,
+                &actor,
+                Role::Admin,
+                commit.encode(),
+                Patience::WhileUp,
+            )
+            .await?;
+        keeper::parse_answer(&answer)
+    }
+
+    /// Sends `request` from `actor`, who has `role`, to node `to` (the leader when
+    /// `None`) and waits for the answer with `patience`. A caller that leaves drops this
+    /// future: the request is then withdrawn unless taken.
+    async fn ask(
+        self: &Arc<Self>,
+        to: Option<&str>,
+        actor: &Actor,
+        role: Role,
+        request: Vec<u8>,
+        patience: Patience,
+    ) -> Result<Vec<u8>, ErrorReply> {
         let row = ForwardedRequest {
             from_node: self.membership.name().to_string(),
-            to_node: None,
+            to_node: to.map(str::to_string),
             actor: serde_json::to_string(actor).unwrap_or_default(),
             role: role.as_str().to_string(),
             owner: false,
             request,
         };
-        let id = self.send(row, None).await?;
-        // A client that leaves drops this future: its request is withdrawn unless taken.
+        let id = self.send(row, to).await?;
         let mut withdraw = WithdrawOnDrop {
             store: self.store.clone(),
             id: Some(id),
         };
-        let answer = self.answer_to(id, None).await;
+        let answer = self.answer_to(id, to, patience).await;
         withdraw.id = None;
         answer
     }
@@ -158,7 +272,7 @@ impl Relay {
             Err(reply) => return Some(Err(reply)),
         };
         tokio::select! {
-            answer = self.answer_to(id, to) => Some(answer),
+            answer = self.answer_to(id, to, Patience::Read) => Some(answer),
             () = conn.closed() => {
                 let store = self.store.clone();
                 let _ = blocking(move || store.withdraw_request(id)).await;
@@ -191,9 +305,15 @@ impl Relay {
         })
     }
 
-    /// Waits for the answer to request `id`, for node `to` (the leader when `None`): its
-    /// frames, or why none will come. The row is removed once read.
-    async fn answer_to(self: &Arc<Self>, id: u64, to: Option<&str>) -> Result<Vec<u8>, ErrorReply> {
+    /// Waits for the answer to request `id`, for node `to` (the leader when `None`, up to
+    /// its term's end) with `patience`: its frames, or why none will come. The row is
+    /// removed once read.
+    async fn answer_to(
+        self: &Arc<Self>,
+        id: u64,
+        to: Option<&str>,
+        patience: Patience,
+    ) -> Result<Vec<u8>, ErrorReply> {
         let mut wakeups = Wakeups::new(
             self.reply_wakeups().await,
             REPLY_POLL,
@@ -207,8 +327,18 @@ impl Relay {
         };
         let started = tokio::time::Instant::now();
         let untaken_until = started + limit;
+        let mut up_checked = started;
         loop {
-            if to.is_some() && started.elapsed() >= NODE_ANSWER_LIMIT {
+            if let Some(node) = to.filter(|_| up_checked.elapsed() >= NODE_UP_CHECK) {
+                up_checked = tokio::time::Instant::now();
+                if let Some(reply) = self.gone(id, node).await {
+                    return Err(reply);
+                }
+            }
+            if to.is_some()
+                && matches!(patience, Patience::Read)
+                && started.elapsed() >= NODE_ANSWER_LIMIT
+            {
                 self.forget(id).await;
                 return Err(ErrorReply::new(
                     ErrorKind::Unavailable,
@@ -265,7 +395,7 @@ impl Relay {
                 self.membership.leader_summary()
             ),
             Some(node) => format!(
-                "node {node} did not take the request within {}s (it is down, or cut off from the database); what it keeps (the logs of the attempts it ran) cannot be read until it is back",
+                "node {node} did not take the request within {}s (it is down, or cut off from the database); what is on it (the logs of the attempts it ran, its test environments) cannot be reached until it is back",
                 limit.as_secs()
             ),
         };
@@ -277,6 +407,27 @@ impl Relay {
                 None
             }
         }
+    }
+
+    /// The error for request `id` to node `node` when that node is down (its lease ran
+    /// out): its outcome is unknown.
+    async fn gone(&self, id: u64, node: &str) -> Option<ErrorReply> {
+        let membership = self.membership.clone();
+        let view = blocking(move || membership.view()).await.ok()?;
+        let up = view
+            .nodes
+            .iter()
+            .any(|n| n.name == node && n.role != orch_protocol::NodeRole::Down);
+        if up {
+            return None;
+        }
+        self.forget(id).await;
+        Some(ErrorReply::new(
+            ErrorKind::Unavailable,
+            format!(
+                "node {node} is down (its lease ran out) and did not answer; the outcome of the request is unknown until it is back (see orch test env list)"
+            ),
+        ))
     }
 
     /// The error for a request taken by term `term`, which lost its leadership first.
@@ -340,19 +491,35 @@ impl Drop for WithdrawOnDrop {
     }
 }
 
-/// The text of a log's answer (`log` frames then `stream_end`), or its error.
-fn log_text(frames: &[u8]) -> Result<String, ErrorReply> {
+/// Whether `log`'s writer is done: the task final, the environment not at work.
+fn finished(ctx: &Context, log: RemoteLog) -> bool {
+    match log {
+        RemoteLog::Task(id) => {
+            crate::ops::tasks::get(ctx, id).is_ok_and(|t| t.state.status().is_final())
+        }
+        RemoteLog::Env(id) => ctx.testenvs.get(id).is_ok_and(|e| !e.state.is_busy()),
+    }
+}
+
+/// A log's answer (`log` frames then `stream_end`): the containers' logs an
+/// environment's log starts with, and the text after them; or its error.
+fn log_parts(frames: &[u8]) -> Result<(Vec<String>, String), ErrorReply> {
     let malformed = |problem: String| {
         ErrorReply::new(
             ErrorKind::Internal,
             format!("another node's answer to a log's request is not well formed: {problem}"),
         )
     };
-    let mut text = String::new();
+    let (mut containers, mut text) = (Vec::new(), String::new());
     for body in split_frames(frames).map_err(malformed)? {
         match serde_json::from_slice::<Response>(body).map_err(|e| malformed(e.to_string()))? {
+            Response::Log { text: part }
+                if text.is_empty() && part.starts_with(crate::ops::logs::CONTAINER_LOG) =>
+            {
+                containers.push(part);
+            }
             Response::Log { text: part } => text.push_str(&part),
-            Response::StreamEnd => return Ok(text),
+            Response::StreamEnd => return Ok((containers, text)),
             Response::Error(reply) => return Err(reply),
             other => return Err(malformed(format!("an unexpected answer {other:?}"))),
         }

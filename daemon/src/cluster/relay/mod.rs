@@ -27,6 +27,8 @@
 mod answer;
 mod forward;
 
+pub use forward::RemoteLog;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

@@ -9,6 +9,7 @@ use orch_protocol::EnvRequest;
 
 use super::{Answer, Caller, Ctx};
 use crate::ops;
+use crate::ops::envs::Origin;
 use crate::redact;
 
 /// `POST /test/environments/create`: answered (201) once the environment is settled.
@@ -18,7 +19,7 @@ pub async fn create(
     body: Result<Json<EnvRequest>, JsonRejection>,
 ) -> Answer {
     let Json(request) = body?;
-    let env = ops::envs::create(&ctx, caller.actor, request).await?;
+    let env = ops::envs::create(&ctx, caller.actor, Origin::Client(caller.role), request).await?;
     Ok((
         StatusCode::CREATED,
         Json(redact::into_role(caller.role, env)),
@@ -50,7 +51,7 @@ pub async fn run(
     id: Result<Path<u64>, PathRejection>,
 ) -> Answer {
     let Path(id) = id?;
-    let env = ops::envs::run(&ctx, caller.actor, id).await?;
+    let env = ops::envs::run(&ctx, caller.actor, Origin::Client(caller.role), id).await?;
     Ok(Json(redact::into_role(caller.role, env)).into_response())
 }
 
@@ -61,14 +62,26 @@ pub async fn delete(
     id: Result<Path<u64>, PathRejection>,
 ) -> Answer {
     let Path(id) = id?;
-    let env = ops::envs::delete(&ctx, caller.actor, id).await?;
+    let env = ops::envs::delete(&ctx, caller.actor, Origin::Client(caller.role), id).await?;
     Ok(Json(redact::into_role(caller.role, env)).into_response())
 }
 
-/// `GET /test/environments/{id}/logs`: the environment's own log as text.
-pub async fn logs(State(ctx): Ctx, id: Result<Path<u64>, PathRejection>) -> Answer {
+/// `GET /test/environments/{id}/logs`: the environment's own log as text (asked of the
+/// node that holds it, in a cluster).
+pub async fn logs(
+    State(ctx): Ctx,
+    Extension(caller): Extension<Caller>,
+    id: Result<Path<u64>, PathRejection>,
+) -> Answer {
     let Path(id) = id?;
     ops::envs::get(&ctx, id)?;
-    let text = std::fs::read_to_string(ctx.testenvs.log_path(id)).unwrap_or_default();
+    let text = match (ops::envs::holder(&ctx, id)?, &ctx.relay) {
+        (Some(node), Some(relay)) => {
+            relay
+                .remote_log_text(&node, &caller.actor, caller.role, id)
+                .await?
+        }
+        _ => std::fs::read_to_string(ctx.testenvs.log_path(id)).unwrap_or_default(),
+    };
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response())
 }

@@ -202,6 +202,7 @@ pub(crate) fn test_env(id: u64) -> TestEnv {
         probes: Vec::new(),
         results: Vec::new(),
         diagnostics: None,
+        node: None,
     }
 }
 

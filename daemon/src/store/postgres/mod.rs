@@ -230,6 +230,24 @@ impl PostgresStore {
         self.meta(LAST_TASK_ID)
     }
 
+    /// The test environments on node `node`'s container engine.
+    pub fn test_envs_of(&self, node: &str) -> Result<Vec<orch_protocol::TestEnv>, StoreError> {
+        let node = node.to_string();
+        self.read(|conn| async move {
+            let rows = conn
+                .query("SELECT id, body FROM test_envs ORDER BY id", &[])
+                .await?;
+            let envs: Vec<orch_protocol::TestEnv> = rows
+                .iter()
+                .map(|r| record("test environment", r))
+                .collect::<Result<_, _>>()?;
+            Ok(envs
+                .into_iter()
+                .filter(|e| e.node.as_deref() == Some(node.as_str()))
+                .collect())
+        })
+    }
+
     /// The `meta` value under `key` (0 when unset).
     fn meta(&self, key: &'static str) -> Result<u64, StoreError> {
         self.read(|conn| async move {

@@ -106,10 +106,11 @@ impl TestEnvService {
 
     /// Refuses a creation when `--max-test-envs` environments exist.
     fn check_limit(&self) -> Result<(), ErrorReply> {
+        // In a cluster the limit is each node's, for the environments on its engine.
         let existing = self
             .list()
             .iter()
-            .filter(|e| !matches!(e.state, EnvState::Deleted { .. }))
+            .filter(|e| self.is_mine(e) && !matches!(e.state, EnvState::Deleted { .. }))
             .count();
         if existing >= self.config.max_envs {
             return Err(ErrorReply::new(

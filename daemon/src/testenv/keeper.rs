@@ -52,10 +52,16 @@ pub struct SentAudit {
 }
 
 /// The envelope that tells a commit from a forwarded client request.
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Envelope {
     env_commit: EnvCommit,
+}
+
+/// [`Envelope`], to send.
+#[derive(Serialize)]
+struct EnvelopeRef<'a> {
+    env_commit: &'a EnvCommit,
 }
 
 impl EnvCommit {
@@ -74,8 +80,8 @@ impl EnvCommit {
     }
 
     /// The bytes of its forwarded request.
-    pub fn encode(self) -> Vec<u8> {
-        serde_json::to_vec(&Envelope { env_commit: self }).unwrap_or_default()
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(&EnvelopeRef { env_commit: self }).unwrap_or_default()
     }
 
     /// The commit in a forwarded request's bytes, if they hold one.
@@ -191,7 +197,12 @@ fn recorded(node: &str, sent: SentAudit) -> Result<AuditRecord, ErrorReply> {
 /// Whether node `node` may commit `env`: an environment on its engine, new or `known`
 /// (as the leader has it) to be on it.
 fn owns(node: &str, env: &TestEnv, known: Option<&TestEnv>) -> bool {
-    let recorded = known.map_or(env.node.as_deref(), |k| k.node.as_deref());
+    let recorded = match known {
+        Some(known) => known.node.as_deref(),
+        // Only the leader numbers environments: an id it does not know is not one.
+        None if env.id != 0 => return false,
+        None => env.node.as_deref(),
+    };
     env.node.as_deref() == Some(node) && recorded == Some(node)
 }
 
@@ -217,6 +228,10 @@ mod tests {
             "one the leader has on another node, claimed"
         );
         assert!(owns("n1", &env_on(4, Some("n1")), Some(&known)));
+        assert!(
+            !owns("n3", &env_on(9, Some("n3")), None),
+            "an id the leader never gave"
+        );
     }
 
     #[test]

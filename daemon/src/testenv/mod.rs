@@ -112,14 +112,27 @@ impl TestEnvService {
     }
 
     /// As a standby that now leads: commits with `engine`, and knows every stored
-    /// environment (its own as it has them: it may have changed one since the read).
-    pub fn lead(&self, engine: crate::engine::EngineHandle, stored: Vec<TestEnv>) {
+    /// environment. Its own it keeps as it has them (it may have changed one since the
+    /// read); one of its own it did not have (committed by a leader that died before
+    /// answering) is recovered as after a restart.
+    pub fn lead(self: &Arc<Self>, engine: crate::engine::EngineHandle, stored: Vec<TestEnv>) {
         *self.keeper.write().unwrap_or_else(|p| p.into_inner()) = Keeper::Engine(engine);
-        let mut envs = self.lock_envs();
-        for env in stored {
-            if !(self.is_mine(&env) && envs.contains_key(&env.id)) {
+        let mut adopted = Vec::new();
+        {
+            let mut envs = self.lock_envs();
+            for env in stored {
+                let own = env.node.is_some() && env.node == self.config.node;
+                if own && envs.contains_key(&env.id) {
+                    continue;
+                }
+                if own {
+                    adopted.push(env.clone());
+                }
                 envs.insert(env.id, env);
             }
+        }
+        for env in adopted {
+            self.rearm(&env);
         }
     }
 
@@ -129,9 +142,12 @@ impl TestEnvService {
     }
 
     /// Whether `env` is on this daemon's container engine (an environment of no node
-    /// is the leader's: recorded before nodes were).
+    /// is the leader's: recorded before nodes were, or by a single daemon).
     pub fn is_mine(&self, env: &TestEnv) -> bool {
-        env.node.is_none() || env.node == self.config.node
+        match &env.node {
+            Some(node) => Some(node) == self.config.node.as_ref(),
+            None => matches!(self.keeper(), Keeper::Engine(_)),
+        }
     }
 
     /// Every environment, newest first.

@@ -176,6 +176,16 @@ impl TestEnvService {
         }
     }
 
+    /// Re-arms `env`, found after the recovery at start (a standby that starts to lead
+    /// learns of it): deleted now when recovery would delete it, else at its time to live.
+    pub(super) fn rearm(self: &Arc<Self>, env: &TestEnv) {
+        match recovery_reason(env, Utc::now()) {
+            Some(reason) => self.arm_deletion(env.id, Utc::now(), reason),
+            None if matches!(env.state, EnvState::Deleted { .. }) => {}
+            None => self.arm_ttl(env.id, env.expires_at),
+        }
+    }
+
     /// Deletes environment `id` when its time to live ends (later if it is busy then).
     pub(super) fn arm_ttl(self: &Arc<Self>, id: EnvId, expires_at: DateTime<Utc>) {
         self.arm_deletion(id, expires_at, DeleteReason::Expired);

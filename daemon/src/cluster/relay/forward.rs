@@ -30,6 +30,10 @@ const NODE_ANSWER_LIMIT: Duration = Duration::from_secs(60);
 const NODE_UP_CHECK: Duration = Duration::from_secs(2);
 /// How often a followed log of another node is read again.
 const REMOTE_LOG_POLL: Duration = Duration::from_secs(1);
+/// How many times a node sends a test environment's commit that got no answer.
+const COMMIT_TRIES: u32 = 4;
+/// The pause before it sends it again.
+const COMMIT_PAUSE: Duration = Duration::from_secs(1);
 /// The largest text sent in one `log` frame.
 const LOG_CHUNK: usize = 64 * 1024;
 
@@ -49,6 +53,22 @@ enum Patience {
     Read,
     /// As long as the node is up (a test environment's work takes what it takes).
     WhileUp,
+}
+
+/// Why a forwarded request got no answer.
+pub enum NoAnswer {
+    /// It was withdrawn before anyone took it: nothing was done.
+    NothingDone(ErrorReply),
+    /// It was taken, or may have been: whether it was carried out is unknown.
+    Unknown(ErrorReply),
+}
+
+impl From<NoAnswer> for ErrorReply {
+    fn from(no_answer: NoAnswer) -> ErrorReply {
+        match no_answer {
+            NoAnswer::NothingDone(reply) | NoAnswer::Unknown(reply) => reply,
+        }
+    }
 }
 
 impl Relay {
@@ -136,8 +156,9 @@ impl Relay {
         role: Role,
         request: Vec<u8>,
     ) -> Result<Vec<u8>, ErrorReply> {
-        self.ask(None, actor, role, request, Patience::WhileUp)
-            .await
+        Ok(self
+            .ask(None, actor, role, request, Patience::WhileUp)
+            .await?)
     }
 
     /// As the leader, sends node `node` `request` (about a test environment on its
@@ -155,7 +176,8 @@ impl Relay {
         })?;
         let frames = self
             .ask(Some(node), actor, role, bytes, Patience::WhileUp)
-            .await?;
+            .await
+            .map_err(ErrorReply::from)?;
         let malformed = |problem: String| {
             ErrorReply::new(
                 ErrorKind::Internal,
@@ -181,7 +203,8 @@ impl Relay {
             .map_err(|e| ErrorReply::new(ErrorKind::Internal, e.to_string()))?;
         let frames = self
             .ask(Some(node), actor, role, request, Patience::Read)
-            .await?;
+            .await
+            .map_err(ErrorReply::from)?;
         Ok(log_parts(&frames)?.1)
     }
 
@@ -195,16 +218,49 @@ impl Relay {
             uid: crate::socket::owner_uid(),
             interface: format!("node {}", self.membership.name()),
         };
-        let answer = self
-            .ask(
-                None,
-                &actor,
-                Role::Admin,
-                commit.encode(),
-                Patience::WhileUp,
-            )
-            .await?;
-        keeper::parse_answer(&answer)
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let asked = self
+                .ask(
+                    None,
+                    &actor,
+                    Role::Admin,
+                    commit.encode(),
+                    Patience::WhileUp,
+                )
+                .await;
+            let reply = match asked {
+                Ok(answer) => return keeper::parse_answer(&answer),
+                Err(NoAnswer::NothingDone(reply)) => reply,
+                // An audit record alone is not recorded twice.
+                Err(NoAnswer::Unknown(reply)) if commit.env.is_none() => return Err(reply),
+                Err(NoAnswer::Unknown(reply)) => {
+                    // A new record the lost leader committed is found in the store; a
+                    // known one is this node's own, committed again as it is.
+                    if let Some(found) = self.committed_draft(&commit).await {
+                        return Ok(Some(found));
+                    }
+                    reply
+                }
+            };
+            if tries == COMMIT_TRIES {
+                return Err(reply);
+            }
+            tracing::warn!(error = %reply.message, "a test environment's commit got no answer; sending it again");
+            tokio::time::sleep(COMMIT_PAUSE).await;
+        }
+    }
+
+    /// The record a leader committed for `commit`'s new environment (id 0) without
+    /// answering: this node's environment of the same name created at the same instant.
+    async fn committed_draft(&self, commit: &EnvCommit) -> Option<TestEnv> {
+        let draft = commit.env.as_deref().filter(|e| e.id == 0)?;
+        let (name, created_at) = (draft.name.clone(), draft.created_at);
+        let (store, node) = (self.store.clone(), self.membership.name().to_string());
+        let mine = blocking(move || store.test_envs_of(&node)).await.ok()?;
+        mine.into_iter()
+            .find(|e| e.name == name && e.created_at == created_at)
     }
 
     /// Sends `request` from `actor`, who has `role`, to node `to` (the leader when
@@ -217,7 +273,7 @@ impl Relay {
         role: Role,
         request: Vec<u8>,
         patience: Patience,
-    ) -> Result<Vec<u8>, ErrorReply> {
+    ) -> Result<Vec<u8>, NoAnswer> {
         let row = ForwardedRequest {
             from_node: self.membership.name().to_string(),
             to_node: to.map(str::to_string),
@@ -226,7 +282,7 @@ impl Relay {
             owner: false,
             request,
         };
-        let id = self.send(row, to).await?;
+        let id = self.send(row, to).await.map_err(NoAnswer::NothingDone)?;
         let mut withdraw = WithdrawOnDrop {
             store: self.store.clone(),
             id: Some(id),
@@ -272,7 +328,7 @@ impl Relay {
             Err(reply) => return Some(Err(reply)),
         };
         tokio::select! {
-            answer = self.answer_to(id, to, Patience::Read) => Some(answer),
+            answer = self.answer_to(id, to, Patience::Read) => Some(answer.map_err(ErrorReply::from)),
             () = conn.closed() => {
                 let store = self.store.clone();
                 let _ = blocking(move || store.withdraw_request(id)).await;
@@ -313,7 +369,7 @@ impl Relay {
         id: u64,
         to: Option<&str>,
         patience: Patience,
-    ) -> Result<Vec<u8>, ErrorReply> {
+    ) -> Result<Vec<u8>, NoAnswer> {
         let mut wakeups = Wakeups::new(
             self.reply_wakeups().await,
             REPLY_POLL,
@@ -329,64 +385,83 @@ impl Relay {
         let untaken_until = started + limit;
         let mut up_checked = started;
         loop {
-            if let Some(node) = to.filter(|_| up_checked.elapsed() >= NODE_UP_CHECK) {
-                up_checked = tokio::time::Instant::now();
-                if let Some(reply) = self.gone(id, node).await {
-                    return Err(reply);
-                }
-            }
-            if to.is_some()
-                && matches!(patience, Patience::Read)
-                && started.elapsed() >= NODE_ANSWER_LIMIT
-            {
-                self.forget(id).await;
-                return Err(ErrorReply::new(
-                    ErrorKind::Unavailable,
-                    format!(
-                        "node {} took the request but did not answer within {}s (it died, or is cut off)",
-                        to.unwrap_or_default(),
-                        NODE_ANSWER_LIMIT.as_secs()
-                    ),
-                ));
-            }
             let store = self.store.clone();
-            match blocking(move || store.request_state(id)).await {
-                Ok(RequestState::Answered(frames)) => {
+            let state = match blocking(move || store.request_state(id)).await {
+                Ok(state) => state,
+                Err(e) => {
+                    tracing::warn!(request = id, error = %e, "cannot read a forwarded request's state; trying again");
+                    wakeups.next().await;
+                    continue;
+                }
+            };
+            let taken = match state {
+                RequestState::Answered(frames) => {
                     self.forget(id).await;
                     return Ok(frames);
                 }
-                Ok(RequestState::Taken {
+                RequestState::Taken {
                     term,
                     leading: false,
-                }) => {
+                } => {
                     self.forget(id).await;
-                    return Err(self.outcome_unknown(term));
+                    return Err(NoAnswer::Unknown(self.outcome_unknown(term)));
                 }
-                Ok(RequestState::Missing) => {
-                    return Err(ErrorReply::new(
+                RequestState::Missing => {
+                    return Err(NoAnswer::Unknown(ErrorReply::new(
                         ErrorKind::Internal,
                         "the forwarded request was removed before it was answered; its outcome is unknown (see orch tasks, orch audit)",
-                    ));
+                    )));
                 }
-                Ok(RequestState::Waiting) if tokio::time::Instant::now() >= untaken_until => {
-                    if let Some(reply) = self.withdraw(id, to, limit).await {
-                        return Err(reply);
+                RequestState::Waiting if tokio::time::Instant::now() >= untaken_until => {
+                    if self.withdraw(id).await {
+                        return Err(NoAnswer::NothingDone(self.untaken(to, limit)));
                     }
+                    true
                 }
-                Ok(RequestState::Waiting | RequestState::Taken { .. }) => {}
-                Err(e) => {
-                    tracing::warn!(request = id, error = %e, "cannot read a forwarded request's state; trying again");
+                RequestState::Waiting => false,
+                RequestState::Taken { .. } => true,
+            };
+            if let Some(node) = to {
+                let due = up_checked.elapsed() >= NODE_UP_CHECK;
+                if due {
+                    up_checked = tokio::time::Instant::now();
+                }
+                if due && self.node_down(node).await {
+                    return Err(self.node_gone(id, node, taken).await);
+                }
+                if taken
+                    && matches!(patience, Patience::Read)
+                    && started.elapsed() >= NODE_ANSWER_LIMIT
+                {
+                    self.forget(id).await;
+                    return Err(NoAnswer::Unknown(ErrorReply::new(
+                        ErrorKind::Unavailable,
+                        format!(
+                            "node {node} took the request but did not answer within {}s (it died, or is cut off)",
+                            NODE_ANSWER_LIMIT.as_secs()
+                        ),
+                    )));
                 }
             }
             wakeups.next().await;
         }
     }
 
-    /// Withdraws request `id` for node `to` (the leader when `None`), not taken within
-    /// `limit`: the refusal, or `None` when it was taken meanwhile (its answer is to be
-    /// awaited).
-    async fn withdraw(&self, id: u64, to: Option<&str>, limit: Duration) -> Option<ErrorReply> {
+    /// Withdraws request `id`, not taken yet: false when it was taken meanwhile (its
+    /// answer is to be awaited) or cannot be withdrawn now.
+    async fn withdraw(&self, id: u64) -> bool {
         let store = self.store.clone();
+        blocking(move || store.withdraw_request(id))
+            .await
+            .unwrap_or_else(|e| {
+                tracing::warn!(request = id, error = %e, "cannot withdraw a forwarded request");
+                false
+            })
+    }
+
+    /// The refusal of a request for node `to` (the leader when `None`) that no one took
+    /// within `limit`.
+    fn untaken(&self, to: Option<&str>, limit: Duration) -> ErrorReply {
         let message = match to {
             None => format!(
                 "node {} is a standby and no leader took the request within {}s ({}); nothing was done",
@@ -395,37 +470,43 @@ impl Relay {
                 self.membership.leader_summary()
             ),
             Some(node) => format!(
-                "node {node} did not take the request within {}s (it is down, or cut off from the database); what is on it (the logs of the attempts it ran, its test environments) cannot be reached until it is back",
+                "node {node} did not take the request within {}s (it is down, or cut off from the database); nothing was done; what is on it (the logs of the attempts it ran, its test environments) cannot be reached until it is back",
                 limit.as_secs()
             ),
         };
-        match blocking(move || store.withdraw_request(id)).await {
-            Ok(true) => Some(ErrorReply::new(ErrorKind::Unavailable, message)),
-            Ok(false) => None,
-            Err(e) => {
-                tracing::warn!(request = id, error = %e, "cannot withdraw a forwarded request");
-                None
-            }
-        }
+        ErrorReply::new(ErrorKind::Unavailable, message)
     }
 
-    /// The error for request `id` to node `node` when that node is down (its lease ran
-    /// out): its outcome is unknown.
-    async fn gone(&self, id: u64, node: &str) -> Option<ErrorReply> {
+    /// Whether node `node` is down (its lease ran out).
+    async fn node_down(&self, node: &str) -> bool {
         let membership = self.membership.clone();
-        let view = blocking(move || membership.view()).await.ok()?;
-        let up = view
+        let Ok(view) = blocking(move || membership.view()).await else {
+            return false;
+        };
+        !view
             .nodes
             .iter()
-            .any(|n| n.name == node && n.role != orch_protocol::NodeRole::Down);
-        if up {
-            return None;
+            .any(|n| n.name == node && n.role != orch_protocol::NodeRole::Down)
+    }
+
+    /// Why request `id` to node `node`, which is down, got no answer: nothing was done
+    /// when it can still be withdrawn (`taken` false and no one took it since), else its
+    /// outcome is unknown.
+    async fn node_gone(&self, id: u64, node: &str, taken: bool) -> NoAnswer {
+        let down = format!("node {node} is down (its lease ran out)");
+        if !taken && self.withdraw(id).await {
+            return NoAnswer::NothingDone(ErrorReply::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "{down}; nothing was done; what is on it cannot be reached until it is back"
+                ),
+            ));
         }
         self.forget(id).await;
-        Some(ErrorReply::new(
+        NoAnswer::Unknown(ErrorReply::new(
             ErrorKind::Unavailable,
             format!(
-                "node {node} is down (its lease ran out) and did not answer; the outcome of the request is unknown until it is back (see orch test env list)"
+                "{down} and did not answer; the outcome of the request is unknown until it is back (see orch test env list)"
             ),
         ))
     }

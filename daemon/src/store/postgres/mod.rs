@@ -230,7 +230,8 @@ impl PostgresStore {
         self.meta(LAST_TASK_ID)
     }
 
-    /// The test environments on node `node`'s container engine.
+    /// The test environments on node `node`'s container engine, and those of no node
+    /// (a single daemon's, whose containers the node must not take for leftovers).
     pub fn test_envs_of(&self, node: &str) -> Result<Vec<orch_protocol::TestEnv>, StoreError> {
         let node = node.to_string();
         self.read(|conn| async move {
@@ -243,7 +244,7 @@ impl PostgresStore {
                 .collect::<Result<_, _>>()?;
             Ok(envs
                 .into_iter()
-                .filter(|e| e.node.as_deref() == Some(node.as_str()))
+                .filter(|e| e.node.as_deref().is_none_or(|n| n == node))
                 .collect())
         })
     }

@@ -5,6 +5,16 @@
 #   provisioning orchestrator start
 #   provisioning task run ./install-postgres.nu --params {server: db-01} --wait
 
+# Runs `job`; an error it raises is raised again at `span` (an argument of the user's
+# call), with its message, label and help, so that it shows where the user wrote the
+# call and not inside this module.
+def at-caller [span: record, job: closure] {
+    try { do $job } catch {|err|
+        let label = ($err.details?.labels?.0?.text? | default $err.msg)
+        error make {msg: $err.msg, label: {text: $label, span: $span}, help: $err.details?.help?}
+    }
+}
+
 # List the provisioning commands.
 export def main [] {
     scope commands | where name starts-with "provisioning " | select name description
@@ -40,10 +50,12 @@ export def "task run" [
     --wait                  # wait for the task and return it with its output
 ] {
     let label = ($label | default ($script | path parse | get stem))
-    let task = (orch submit --script $script --params $params --retries $retries --label $label --timeout $timeout)
-    if not $wait { return $task }
-    let done = (orch wait $task.id | first)
-    $done | insert output (orch logs $done.id)
+    at-caller (metadata $script).span {
+        let task = (orch submit --script $script --params $params --retries $retries --label $label --timeout $timeout)
+        if not $wait { return $task }
+        let done = (orch wait $task.id | first)
+        $done | insert output (orch logs $done.id)
+    }
 }
 
 # Create servers of an infra with their providers (then the taskservs its settings list
@@ -70,8 +82,10 @@ export def "taskserv create" [
     --wait (-w)              # return once the workflow has finished
     --rollback (-r)          # compensate completed steps when one fails
 ] {
-    (orch workflow submit taskserv $taskserv --infra $infra --servers $servers
-        --settings $settings --check=$check --wait=$wait --rollback=$rollback)
+    at-caller (metadata $taskserv).span {
+        (orch workflow submit taskserv $taskserv --infra $infra --servers $servers
+            --settings $settings --check=$check --wait=$wait --rollback=$rollback)
+    }
 }
 
 # The taskservs the orchestrator knows, with their dependencies and add-ons.
@@ -88,8 +102,10 @@ export def "cluster create" [
     --wait (-w)              # return once the workflow has finished
     --rollback (-r)          # compensate completed steps when one fails
 ] {
-    (orch workflow submit cluster $cluster --infra $infra --provider $provider
-        --check=$check --wait=$wait --rollback=$rollback)
+    at-caller (metadata $cluster).span {
+        (orch workflow submit cluster $cluster --infra $infra --provider $provider
+            --check=$check --wait=$wait --rollback=$rollback)
+    }
 }
 
 # The cluster definitions the orchestrator knows.
@@ -109,7 +125,9 @@ export def "workflow run" [
     --check (-c)             # plan only: the waves that would run
     --wait (-w)              # return once the workflow has finished
 ] {
-    orch workflow submit batch $file --infra $infra --check=$check --wait=$wait
+    at-caller (metadata $file).span {
+        orch workflow submit batch $file --infra $infra --check=$check --wait=$wait
+    }
 }
 
 # Workflows, newest first.
@@ -126,7 +144,9 @@ export def "test quick" [
     taskserv: string         # the taskserv (provisioning taskserv list)
     --ttl: duration          # delete it after this long at the latest
 ] {
-    orch test env create single $taskserv --auto-start --auto-cleanup --ttl $ttl
+    at-caller (metadata $taskserv).span {
+        orch test env create single $taskserv --auto-start --auto-cleanup --ttl $ttl
+    }
 }
 
 # A test environment with one taskserv in one container.
@@ -138,8 +158,10 @@ export def "test env single" [
     --cpus: number           # CPU limit
     --memory: filesize       # memory limit
 ] {
-    (orch test env create single $taskserv --auto-start=$auto_start --auto-cleanup=$auto_cleanup
-        --ttl $ttl --cpus $cpus --memory $memory)
+    at-caller (metadata $taskserv).span {
+        (orch test env create single $taskserv --auto-start=$auto_start
+            --auto-cleanup=$auto_cleanup --ttl $ttl --cpus $cpus --memory $memory)
+    }
 }
 
 # A test environment simulating a server: several taskservs in one container, installed
@@ -153,8 +175,10 @@ export def "test env server" [
     --cpus: number           # CPU limit
     --memory: filesize       # memory limit
 ] {
-    (orch test env create server $name $taskservs --auto-start=$auto_start
-        --auto-cleanup=$auto_cleanup --ttl $ttl --cpus $cpus --memory $memory)
+    at-caller (metadata $taskservs).span {
+        (orch test env create server $name $taskservs --auto-start=$auto_start
+            --auto-cleanup=$auto_cleanup --ttl $ttl --cpus $cpus --memory $memory)
+    }
 }
 
 # A cluster test environment from a topology piped in
@@ -168,30 +192,38 @@ export def "test env cluster" [
 ]: record -> record {
     let topology = $in
     let start = ($auto_start or not $no_start)
-    ($topology | orch test env create cluster $name --auto-start=$start
-        --auto-cleanup=$auto_cleanup --ttl $ttl)
+    at-caller (metadata $name).span {
+        ($topology | orch test env create cluster $name --auto-start=$start
+            --auto-cleanup=$auto_cleanup --ttl $ttl)
+    }
 }
 
 # Test environments, newest first.
 export def "test env list" [] { orch test env list }
 
 # One test environment.
-export def "test env show" [id: int] { orch test env show $id }
+export def "test env show" [id: int] { at-caller (metadata $id).span { orch test env show $id } }
 
 # Run an environment's tests.
-export def "test env run" [id: int] { orch test env run $id }
+export def "test env run" [id: int] { at-caller (metadata $id).span { orch test env run $id } }
 
 # An environment's logs (--follow while it is being set up or tested).
-export def "test env logs" [id: int, --follow (-f)] { orch test env logs $id --follow=$follow }
+export def "test env logs" [id: int, --follow (-f)] {
+    # Checked first, so that the log itself streams unwrapped.
+    at-caller (metadata $id).span { orch test env show $id | ignore }
+    orch test env logs $id --follow=$follow
+}
 
 # Delete an environment's containers and network.
-export def "test env delete" [id: int] { orch test env delete $id }
+export def "test env delete" [id: int] { at-caller (metadata $id).span { orch test env delete $id } }
 
 # The topology templates.
 export def "test topology list" [] { orch test topology list }
 
 # Load a topology template (pipe it into `provisioning test env cluster`).
-export def "test topology load" [name: string]: nothing -> record { orch test topology show $name }
+export def "test topology load" [name: string]: nothing -> record {
+    at-caller (metadata $name).span { orch test topology show $name }
+}
 
 # Build the base image of test environments and local servers (Debian with postgres,
 # redis, etcd, containerd) without any registry; reused when it exists. Needs root,

@@ -379,6 +379,23 @@ impl Nu {
         }
     }
 
+    /// Runs a script in `cwd` with `env` added; `Err(stderr)` when it fails.
+    pub fn try_run_in(
+        &self,
+        script: &str,
+        cwd: &Path,
+        env: &[(&str, &Path)],
+    ) -> Result<String, String> {
+        let mut command = self.base_command(&self.with_plugin(script));
+        command.current_dir(cwd).envs(env.iter().copied());
+        let out = command.output().expect("nu runs");
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    }
+
     /// Every task's status and log, to explain a failed assertion.
     pub fn task_logs(&self) -> String {
         self.try_run(

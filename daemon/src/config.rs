@@ -261,6 +261,13 @@ pub enum Tool {
         #[arg(long, value_name = "DIR|URL")]
         to: String,
     },
+    /// Print the completion script of these flags and tools for a shell: `nu` (source
+    /// it, or save it in nu's autoload directory), bash, zsh, fish, elvish, powershell.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: crate::completions::Shell,
+    },
     /// Supervise the attempts of a data directory (started by the daemon, never by hand).
     #[command(hide = true)]
     Supervise {

@@ -1,7 +1,7 @@
 //! The provisioning orchestrator daemon.
 //!
 //! Layout:
-//! - [`config`]: command-line flags.
+//! - [`config`]: command-line flags; [`completions`]: their completion scripts.
 //! - [`audit`]: the hash-chained audit log of every change request.
 //! - [`cluster`]: daemons sharing a PostgreSQL store: nodes, leadership, standby.
 //! - [`redact`]: secrets hidden from readers below admin, on every interface.
@@ -35,6 +35,7 @@
 
 pub mod audit;
 pub mod cluster;
+pub mod completions;
 pub mod config;
 pub mod engine;
 pub mod events;

@@ -87,3 +87,43 @@ fn workflow_and_environment_ids_and_task_statuses_complete() {
     assert_eq!(nu.complete("orch tasks --status re"), ["retry_waiting"]);
     nu.run(&format!("orch test env delete {env} | ignore"));
 }
+
+#[test]
+fn the_daemons_completion_script_for_nu_completes_its_flags_and_tools() {
+    let daemon = Daemon::start(&[]);
+    let nu = daemon.nu();
+    let out = std::process::Command::new(orch_e2e::binary("provisioning-orchestrator"))
+        .args(["completions", "nu"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let script = daemon.dir().join("orchestrator-completions.nu");
+    std::fs::write(&script, &out.stdout).unwrap();
+    let source = format!("source '{}'\n", script.display());
+    let mut stores = nu.complete(&format!(
+        "{source}provisioning-orchestrator --storage-type "
+    ));
+    stores.sort();
+    assert_eq!(stores, ["postgres", "redb"]);
+    let mut shells = nu.complete(&format!("{source}provisioning-orchestrator completions "));
+    shells.sort();
+    assert_eq!(
+        shells,
+        ["bash", "elvish", "fish", "nu", "powershell", "zsh"]
+    );
+    // Another shell's script, and a shell it does not know (named with the choices).
+    let bash = std::process::Command::new(orch_e2e::binary("provisioning-orchestrator"))
+        .args(["completions", "bash"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&bash.stdout).contains("--data-dir"));
+    let unknown = std::process::Command::new(orch_e2e::binary("provisioning-orchestrator"))
+        .args(["completions", "tcsh"])
+        .output()
+        .unwrap();
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&unknown.stderr).contains("possible values: nu, bash"),
+        "{unknown:?}"
+    );
+}

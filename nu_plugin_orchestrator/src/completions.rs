@@ -136,3 +136,177 @@ pub fn task_statuses() -> Vec<DynamicSuggestion> {
         })
         .collect()
 }
+
+/// What a named argument's value names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Names {
+    /// Taskservs (the daemon's extensions).
+    Taskservs,
+    /// Cluster definitions.
+    Clusters,
+    /// Providers.
+    Providers,
+    /// Topology templates.
+    Topologies,
+    /// The labels of recent tasks.
+    Labels,
+    /// The infras of the workspace (`--workspace`, `$env.PROVISIONING_WORKSPACE`, else
+    /// the current directory).
+    Infras,
+    /// The kinds of test environments.
+    EnvKinds,
+}
+
+/// How many recent tasks the labels are read from.
+const LABELS_FROM: usize = 500;
+
+/// The suggestions for `names` (`None` when they cannot be read: nu then offers nothing).
+pub fn names(
+    plugin: &OrchestratorPlugin,
+    engine: &EngineInterface,
+    names: Names,
+) -> Option<Vec<DynamicSuggestion>> {
+    let described: Vec<(String, String)> = match names {
+        Names::Taskservs | Names::Clusters | Names::Providers => {
+            let Ok(Response::Extensions(report)) = plugin.call(engine, &Request::Extensions) else {
+                return None;
+            };
+            match names {
+                Names::Taskservs => report
+                    .taskservs
+                    .into_iter()
+                    .map(|t| (t.name, t.description))
+                    .collect(),
+                Names::Clusters => report
+                    .clusters
+                    .into_iter()
+                    .map(|c| (c.name, c.description))
+                    .collect(),
+                _ => report
+                    .providers
+                    .into_iter()
+                    .map(|p| (p.name, p.description))
+                    .collect(),
+            }
+        }
+        Names::Topologies => {
+            let Ok(Response::Topologies(report)) = plugin.call(engine, &Request::Topologies) else {
+                return None;
+            };
+            report
+                .topologies
+                .into_iter()
+                .map(|t| (t.name, t.description))
+                .collect()
+        }
+        Names::Labels => labels(plugin, engine)?,
+        Names::Infras => infras(engine)?,
+        Names::EnvKinds => [
+            ("single", "one taskserv in one container"),
+            ("server", "several taskservs in one container"),
+            ("cluster", "a topology of several containers"),
+        ]
+        .into_iter()
+        .map(|(k, d)| (k.to_string(), d.to_string()))
+        .collect(),
+    };
+    Some(
+        described
+            .into_iter()
+            .map(|(value, description)| DynamicSuggestion {
+                value,
+                description: (!description.is_empty()).then_some(description),
+                append_whitespace: true,
+                ..DynamicSuggestion::default()
+            })
+            .collect(),
+    )
+}
+
+/// The labels of the newest tasks, the most recent first, each with how many have it.
+fn labels(plugin: &OrchestratorPlugin, engine: &EngineInterface) -> Option<Vec<(String, String)>> {
+    let filter = TaskFilter {
+        status: Vec::new(),
+        label: None,
+        limit: Some(LABELS_FROM),
+        before: None,
+    };
+    let Ok(Response::Tasks { tasks, .. }) = plugin.call(engine, &Request::List { filter }) else {
+        return None;
+    };
+    let mut labels: Vec<(String, usize)> = Vec::new();
+    for label in tasks.into_iter().filter_map(|t| t.spec.label) {
+        match labels.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, count)) => *count += 1,
+            None => labels.push((label, 1)),
+        }
+    }
+    Some(
+        labels
+            .into_iter()
+            .map(|(label, count)| (label, format!("{count} of the last {LABELS_FROM} tasks")))
+            .collect(),
+    )
+}
+
+/// The settings files an infra directory holds, the first found being used.
+const SETTINGS: [&str; 4] = [
+    "settings.toml",
+    "settings.yaml",
+    "settings.yml",
+    "settings.json",
+];
+
+/// The infras of the workspace: the directories in `infra/`, and those beside it that
+/// hold a settings file (as the daemon looks them up).
+fn infras(engine: &EngineInterface) -> Option<Vec<(String, String)>> {
+    let cwd = std::path::PathBuf::from(engine.get_current_dir().ok()?);
+    let workspace = match engine.get_env_var("PROVISIONING_WORKSPACE").ok()? {
+        Some(nu_protocol::Value::String { val, .. }) if !val.is_empty() => cwd.join(val),
+        _ => cwd,
+    };
+    let dirs = |dir: &std::path::Path| -> Vec<(String, std::path::PathBuf)> {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Vec::new();
+        };
+        let mut found: Vec<_> = entries
+            .filter_map(Result::ok)
+            .filter(|e| e.path().is_dir())
+            .filter_map(|e| Some((e.file_name().into_string().ok()?, e.path())))
+            .filter(|(name, _)| !name.starts_with('.'))
+            .collect();
+        found.sort();
+        found
+    };
+    let has_settings = |dir: &std::path::Path| SETTINGS.iter().any(|s| dir.join(s).is_file());
+    let mut infras: Vec<(String, String)> = dirs(&workspace.join("infra"))
+        .into_iter()
+        .map(|(name, _)| (name.clone(), format!("infra/{name}")))
+        .collect();
+    for (name, path) in dirs(&workspace) {
+        if has_settings(&path) && !infras.iter().any(|(n, _)| *n == name) {
+            infras.push((name, String::new()));
+        }
+    }
+    Some(infras)
+}
+
+/// The suggestions for the value of a flag that names something (`--infra`,
+/// `--provider`, `--topology`, `--label`).
+pub fn flag_value(
+    plugin: &OrchestratorPlugin,
+    engine: &EngineInterface,
+    arg_type: &ArgType,
+) -> Option<Vec<DynamicSuggestion>> {
+    let ArgType::Flag(flag) = arg_type else {
+        return None;
+    };
+    let named = match flag.as_ref() {
+        "infra" => Names::Infras,
+        "provider" => Names::Providers,
+        "topology" => Names::Topologies,
+        "label" => Names::Labels,
+        _ => return None,
+    };
+    names(plugin, engine, named)
+}

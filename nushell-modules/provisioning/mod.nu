@@ -15,6 +15,39 @@ def at-caller [span: record, job: closure] {
     }
 }
 
+# Completions of the arguments that name something, asked of the orchestrator.
+def "nu-complete taskservs" [] {
+    orch extensions taskservs | each {|t| {value: $t.name, description: $t.description} }
+}
+
+def "nu-complete clusters" [] {
+    orch extensions clusters | each {|c| {value: $c.name, description: $c.description} }
+}
+
+def "nu-complete providers" [] {
+    orch extensions providers | each {|p| {value: $p.name, description: $p.description} }
+}
+
+def "nu-complete topologies" [] {
+    orch test topology list | each {|t| {value: $t.name, description: $t.description} }
+}
+
+def "nu-complete test envs" [] {
+    orch test env list | each {|e| {value: ($e.id | into string), description: $"($e.status): ($e.kind) ($e.name)"} }
+}
+
+# The workspace's infras: the directories in infra/, and those beside it with a settings
+# file (as the orchestrator looks them up).
+def "nu-complete infras" [] {
+    let workspace = ($env.PROVISIONING_WORKSPACE? | default $env.PWD)
+    let in_infra = (try { ls -s ($workspace | path join infra) | where type == dir | get name } catch { [] })
+    let beside = (ls -s $workspace | where type == dir | get name | where {|name|
+        [settings.toml settings.yaml settings.yml settings.json]
+        | any {|file| $workspace | path join $name $file | path exists }
+    })
+    $in_infra | append $beside | uniq
+}
+
 # List the provisioning commands.
 export def main [] {
     scope commands | where name starts-with "provisioning " | select name description
@@ -62,7 +95,7 @@ export def "task run" [
 # for them). Returns the workflow, or with --check its plan.
 export def "server create" [
     ...servers: string       # hostnames from the infra's settings (all when none)
-    --infra (-i): string     # the infra (a plain name in the workspace)
+    --infra (-i): string@"nu-complete infras"  # the infra (a plain name in the workspace)
     --settings: string       # the settings file, relative to the infra directory
     --check (-c)             # plan only: the waves that would run
     --wait (-w)              # return once the workflow has finished
@@ -74,8 +107,8 @@ export def "server create" [
 
 # Install a taskserv (its dependencies first, its add-ons after) on servers of an infra.
 export def "taskserv create" [
-    taskserv: string         # the taskserv (provisioning taskserv list)
-    --infra (-i): string     # the infra
+    taskserv: string@"nu-complete taskservs"  # the taskserv (provisioning taskserv list)
+    --infra (-i): string@"nu-complete infras"  # the infra
     --servers (-s): list<string>  # hostnames (all of the infra's when absent)
     --settings: string       # the settings file, relative to the infra directory
     --check (-c)             # plan only: the waves that would run
@@ -95,9 +128,9 @@ export def "taskserv list" [] {
 
 # Create a cluster from a cluster definition (provisioning cluster list).
 export def "cluster create" [
-    cluster: string          # the cluster definition
-    --infra (-i): string     # the infra
-    --provider: string       # the provider of its nodes (default: the infra's)
+    cluster: string@"nu-complete clusters"  # the cluster definition
+    --infra (-i): string@"nu-complete infras"  # the infra
+    --provider: string@"nu-complete providers"  # the provider of its nodes (default: the infra's)
     --check (-c)             # plan only: the waves that would run
     --wait (-w)              # return once the workflow has finished
     --rollback (-r)          # compensate completed steps when one fails
@@ -121,7 +154,7 @@ export def "providers list" [] {
 # Run a batch workflow file (TOML, NUON, JSON or Nickel).
 export def "workflow run" [
     file: path               # the workflow file
-    --infra (-i): string     # the infra its server and taskserv operations use
+    --infra (-i): string@"nu-complete infras"  # the infra its server and taskserv operations use
     --check (-c)             # plan only: the waves that would run
     --wait (-w)              # return once the workflow has finished
 ] {
@@ -141,7 +174,7 @@ const BUILD_BASE_IMAGE = (path self | path dirname | path join images build-base
 # Test a taskserv quickly: install it in a fresh container, probe it, run its test,
 # delete the container. Returns the environment with its results.
 export def "test quick" [
-    taskserv: string         # the taskserv (provisioning taskserv list)
+    taskserv: string@"nu-complete taskservs"  # the taskserv (provisioning taskserv list)
     --ttl: duration          # delete it after this long at the latest
 ] {
     at-caller (metadata $taskserv).span {
@@ -151,7 +184,7 @@ export def "test quick" [
 
 # A test environment with one taskserv in one container.
 export def "test env single" [
-    taskserv: string         # the taskserv
+    taskserv: string@"nu-complete taskservs"  # the taskserv
     --auto-start (-s)        # install and probe it until ready
     --auto-cleanup (-c)      # also run its test, then delete the container
     --ttl: duration          # delete it after this long
@@ -202,26 +235,26 @@ export def "test env cluster" [
 export def "test env list" [] { orch test env list }
 
 # One test environment.
-export def "test env show" [id: int] { at-caller (metadata $id).span { orch test env show $id } }
+export def "test env show" [id: int@"nu-complete test envs"] { at-caller (metadata $id).span { orch test env show $id } }
 
 # Run an environment's tests.
-export def "test env run" [id: int] { at-caller (metadata $id).span { orch test env run $id } }
+export def "test env run" [id: int@"nu-complete test envs"] { at-caller (metadata $id).span { orch test env run $id } }
 
 # An environment's logs (--follow while it is being set up or tested).
-export def "test env logs" [id: int, --follow (-f)] {
+export def "test env logs" [id: int@"nu-complete test envs", --follow (-f)] {
     # Checked first, so that the log itself streams unwrapped.
     at-caller (metadata $id).span { orch test env show $id | ignore }
     orch test env logs $id --follow=$follow
 }
 
 # Delete an environment's containers and network.
-export def "test env delete" [id: int] { at-caller (metadata $id).span { orch test env delete $id } }
+export def "test env delete" [id: int@"nu-complete test envs"] { at-caller (metadata $id).span { orch test env delete $id } }
 
 # The topology templates.
 export def "test topology list" [] { orch test topology list }
 
 # Load a topology template (pipe it into `provisioning test env cluster`).
-export def "test topology load" [name: string]: nothing -> record {
+export def "test topology load" [name: string@"nu-complete topologies"]: nothing -> record {
     at-caller (metadata $name).span { orch test topology show $name }
 }
 

@@ -322,6 +322,11 @@ impl Nu {
     /// What nu would complete at the end of `line` (typed after the plugin is loaded):
     /// `nu --ide-complete`'s suggestions.
     pub fn complete(&self, line: &str) -> Vec<String> {
+        self.complete_in(line, &self.cwd, &[])
+    }
+
+    /// [`Nu::complete`] with nu started in `cwd`, with `env` added.
+    pub fn complete_in(&self, line: &str, cwd: &Path, env: &[(&str, &Path)]) -> Vec<String> {
         let source = self.cwd.join("complete.nu");
         let text = self.with_plugin(line);
         std::fs::write(&source, &text).expect("the script to complete is written");
@@ -332,7 +337,8 @@ impl Nu {
             .arg("--ide-complete")
             .arg(text.len().to_string())
             .arg(&source)
-            .current_dir(&self.cwd)
+            .current_dir(cwd)
+            .envs(env.iter().copied())
             .env("PROVISIONING_ORCHESTRATOR_SOCKET", &self.socket)
             .stdin(Stdio::null())
             .output()

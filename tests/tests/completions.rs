@@ -127,3 +127,78 @@ fn the_daemons_completion_script_for_nu_completes_its_flags_and_tools() {
         "{unknown:?}"
     );
 }
+
+#[test]
+fn arguments_that_name_extensions_topologies_labels_and_infras_complete() {
+    let daemon = Daemon::start(&[]);
+    let nu = daemon.nu();
+    // A workspace with an infra in infra/ and one beside it with its settings.
+    let workspace = daemon.dir().join("workspace");
+    std::fs::create_dir_all(workspace.join("infra/lab")).unwrap();
+    std::fs::create_dir_all(workspace.join("prod")).unwrap();
+    std::fs::write(workspace.join("prod/settings.toml"), "").unwrap();
+    std::fs::create_dir_all(workspace.join("notes")).unwrap();
+    nu.run("orch submit --label db true | ignore; orch submit --label web true | ignore");
+    let sorted = |line: &str| {
+        let mut offered = nu.complete(line);
+        offered.sort();
+        offered
+    };
+    let taskservs = sorted("orch workflow submit taskserv ");
+    for name in ["etcd", "postgres", "redis"] {
+        assert!(taskservs.contains(&name.to_string()), "{taskservs:?}");
+    }
+    assert_eq!(
+        sorted("orch test env create "),
+        ["cluster", "server", "single"]
+    );
+    assert_eq!(sorted("orch test env create single red"), ["redis"]);
+    assert!(
+        sorted("orch test env create server red").is_empty(),
+        "a server's name is free"
+    );
+    let clusters = sorted("orch workflow submit cluster ");
+    assert!(
+        clusters.contains(&"etcd-cluster".to_string()),
+        "{clusters:?}"
+    );
+    let providers = sorted("orch workflow submit cluster etcd-cluster --provider ");
+    assert!(providers.contains(&"local".to_string()), "{providers:?}");
+    let topologies = sorted("orch test topology show ");
+    assert!(
+        topologies.contains(&"etcd_cluster".to_string()),
+        "{topologies:?}"
+    );
+    assert_eq!(
+        sorted("orch test env create cluster x --topology etcd_c"),
+        ["etcd_cluster"]
+    );
+    assert_eq!(sorted("orch tasks --label "), ["db", "web"]);
+    assert_eq!(sorted("orch clean --label w"), ["web"]);
+    // The workspace: $env.PROVISIONING_WORKSPACE, else the current directory.
+    let in_workspace = |line: &str, env: &[(&str, &std::path::Path)], cwd: &std::path::Path| {
+        let mut offered = nu.complete_in(line, cwd, env);
+        offered.sort();
+        offered
+    };
+    let line = "orch workflow submit servers --infra ";
+    let set = [("PROVISIONING_WORKSPACE", workspace.as_path())];
+    assert_eq!(in_workspace(line, &set, daemon.dir()), ["lab", "prod"]);
+    assert_eq!(in_workspace(line, &[], &workspace), ["lab", "prod"]);
+    // The module's wrappers complete the same names.
+    let module = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../nushell-modules/provisioning"
+    );
+    let quick = sorted(&format!("use {module}\nprovisioning test quick "));
+    assert!(quick.contains(&"redis".to_string()), "{quick:?}");
+    let topology = sorted(&format!(
+        "use {module}\nprovisioning test topology load etcd_c"
+    ));
+    assert_eq!(topology, ["etcd_cluster"]);
+    let module_infras = format!("use {module}\nprovisioning taskserv create redis --infra ");
+    assert_eq!(
+        in_workspace(&module_infras, &set, daemon.dir()),
+        ["lab", "prod"]
+    );
+}

@@ -54,17 +54,17 @@ impl PluginCommand for Tasks {
     #[allow(deprecated, reason = "nu-plugin marks dynamic completion experimental")]
     fn get_dynamic_completion(
         &self,
-        _plugin: &OrchestratorPlugin,
-        _engine: &EngineInterface,
+        plugin: &OrchestratorPlugin,
+        engine: &EngineInterface,
         _call: nu_plugin::DynamicCompletionCall,
         arg_type: nu_protocol::engine::ArgType,
         _experimental: nu_protocol::engine::ExperimentalMarker,
     ) -> Option<Vec<nu_protocol::DynamicSuggestion>> {
-        match arg_type {
+        match &arg_type {
             nu_protocol::engine::ArgType::Flag(flag) if flag == "status" => {
                 Some(crate::completions::task_statuses())
             }
-            _ => None,
+            _ => crate::completions::flag_value(plugin, engine, &arg_type),
         }
     }
 

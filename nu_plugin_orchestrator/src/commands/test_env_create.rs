@@ -47,6 +47,27 @@ impl SimplePluginCommand for TestEnvCreate {
             .category(Category::Custom("orchestrator".into()))
     }
 
+    #[allow(deprecated, reason = "nu-plugin marks dynamic completion experimental")]
+    fn get_dynamic_completion(
+        &self,
+        plugin: &OrchestratorPlugin,
+        engine: &EngineInterface,
+        call: nu_plugin::DynamicCompletionCall,
+        arg_type: nu_protocol::engine::ArgType,
+        _experimental: nu_protocol::engine::ExperimentalMarker,
+    ) -> Option<Vec<nu_protocol::DynamicSuggestion>> {
+        use crate::completions::{Names, names};
+        match &arg_type {
+            nu_protocol::engine::ArgType::Positional(0) => names(plugin, engine, Names::EnvKinds),
+            nu_protocol::engine::ArgType::Positional(1) => {
+                let kind = call.call.positional_nth(0).and_then(|e| e.as_string());
+                let single = kind.is_none_or(|k| k == "single");
+                single.then(|| names(plugin, engine, Names::Taskservs))?
+            }
+            _ => crate::completions::flag_value(plugin, engine, &arg_type),
+        }
+    }
+
     fn examples(&self) -> Vec<Example<'_>> {
         vec![
             Example {

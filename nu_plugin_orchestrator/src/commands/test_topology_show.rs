@@ -121,6 +121,21 @@ impl SimplePluginCommand for TopologyShow {
             .category(Category::Custom("orchestrator".into()))
     }
 
+    #[allow(deprecated, reason = "nu-plugin marks dynamic completion experimental")]
+    fn get_dynamic_completion(
+        &self,
+        plugin: &OrchestratorPlugin,
+        engine: &EngineInterface,
+        _call: nu_plugin::DynamicCompletionCall,
+        arg_type: nu_protocol::engine::ArgType,
+        _experimental: nu_protocol::engine::ExperimentalMarker,
+    ) -> Option<Vec<nu_protocol::DynamicSuggestion>> {
+        let first = matches!(arg_type, nu_protocol::engine::ArgType::Positional(0));
+        first.then(|| {
+            crate::completions::names(plugin, engine, crate::completions::Names::Topologies)
+        })?
+    }
+
     fn examples(&self) -> Vec<Example<'_>> {
         vec![Example {
             example: "orch test topology show etcd_cluster | get nodes",

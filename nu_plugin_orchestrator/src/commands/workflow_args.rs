@@ -152,6 +152,8 @@ pub struct OnInfra {
     pub description: &'static str,
     /// Adds the command's own arguments (before the shared flags).
     pub arguments: fn(Signature) -> Signature,
+    /// What its first positional argument names, for its completions.
+    pub first: Option<crate::completions::Names>,
     /// Its examples: the command line and what it does.
     pub examples: &'static [(&'static str, &'static str)],
     /// Its request.
@@ -175,6 +177,23 @@ impl SimplePluginCommand for OnInfra {
         let signature =
             (self.arguments)(signature).category(Category::Custom("orchestrator".into()));
         run_flags(infra_flags(signature))
+    }
+
+    #[allow(deprecated, reason = "nu-plugin marks dynamic completion experimental")]
+    fn get_dynamic_completion(
+        &self,
+        plugin: &OrchestratorPlugin,
+        engine: &EngineInterface,
+        _call: nu_plugin::DynamicCompletionCall,
+        arg_type: nu_protocol::engine::ArgType,
+        _experimental: nu_protocol::engine::ExperimentalMarker,
+    ) -> Option<Vec<nu_protocol::DynamicSuggestion>> {
+        match &arg_type {
+            nu_protocol::engine::ArgType::Positional(0) => {
+                crate::completions::names(plugin, engine, self.first?)
+            }
+            _ => crate::completions::flag_value(plugin, engine, &arg_type),
+        }
     }
 
     fn examples(&self) -> Vec<Example<'_>> {

@@ -10,6 +10,7 @@ use super::workflow_args::OnInfra;
 pub const CLUSTER: OnInfra = OnInfra {
     name: "orch workflow submit cluster",
     description: "Create a cluster from a cluster definition: its nodes as servers, their taskservs, the checks once every member is installed, and its setup.",
+    first: Some(crate::completions::Names::Clusters),
     arguments: |signature| {
         signature
             .required(

@@ -46,6 +46,18 @@ impl SimplePluginCommand for WorkflowPlan {
         workflow_args::infra_flags(signature)
     }
 
+    #[allow(deprecated, reason = "nu-plugin marks dynamic completion experimental")]
+    fn get_dynamic_completion(
+        &self,
+        plugin: &OrchestratorPlugin,
+        engine: &EngineInterface,
+        _call: nu_plugin::DynamicCompletionCall,
+        arg_type: nu_protocol::engine::ArgType,
+        _experimental: nu_protocol::engine::ExperimentalMarker,
+    ) -> Option<Vec<nu_protocol::DynamicSuggestion>> {
+        crate::completions::flag_value(plugin, engine, &arg_type)
+    }
+
     fn examples(&self) -> Vec<Example<'_>> {
         vec![
             Example {

@@ -9,6 +9,7 @@ use super::workflow_args::OnInfra;
 pub const SERVERS: OnInfra = OnInfra {
     name: "orch workflow submit servers",
     description: "Create servers of an infra with their providers, then install the taskservs its settings list for them.",
+    first: None,
     arguments: |signature| {
         signature.rest(
             "servers",

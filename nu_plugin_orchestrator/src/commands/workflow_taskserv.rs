@@ -11,6 +11,7 @@ use super::workflow_args::OnInfra;
 pub const TASKSERV: OnInfra = OnInfra {
     name: "orch workflow submit taskserv",
     description: "Install a taskserv on servers of an infra: its dependencies first, its add-ons after it (kubernetes brings containerd before and cilium after).",
+    first: Some(crate::completions::Names::Taskservs),
     arguments: |signature| {
         signature
             .required(

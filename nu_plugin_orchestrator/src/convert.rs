@@ -179,6 +179,7 @@ fn state_details(state: &TaskState, span: Span) -> Value {
         TaskState::Blocked { waiting_on } => {
             rec.push("waiting_on", ids(waiting_on).into_value(span))
         }
+        TaskState::Delayed { until } => rec.push("until", date(until)),
         TaskState::Queued { since } => rec.push("since", date(since)),
         TaskState::Running {
             attempt,

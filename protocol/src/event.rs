@@ -17,10 +17,16 @@ pub type EventSeq = u64;
 pub enum EventKind {
     /// The task was accepted, in its first state.
     Submitted {
-        /// Blocked or queued.
+        /// Blocked, delayed or queued.
         status: TaskStatus,
     },
-    /// Its dependencies succeeded, or its retry delay passed: it is ready.
+    /// Its dependencies succeeded before its start time: it waits for it.
+    Delayed {
+        /// When it is queued.
+        until: DateTime<Utc>,
+    },
+    /// Its dependencies succeeded, its start time came, or its retry delay passed: it
+    /// is ready.
     Queued,
     /// An attempt started.
     Started {
@@ -98,6 +104,7 @@ impl EventKind {
     pub fn name(&self) -> &'static str {
         match self {
             EventKind::Submitted { .. } => "submitted",
+            EventKind::Delayed { .. } => "delayed",
             EventKind::Queued => "queued",
             EventKind::Started { .. } => "started",
             EventKind::Progress { .. } => "progress",

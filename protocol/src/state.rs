@@ -96,6 +96,11 @@ pub enum TaskState {
         /// The dependencies that have not succeeded yet.
         waiting_on: Vec<TaskId>,
     },
+    /// Ready but for its start time (`not_before`): queued at `until`.
+    Delayed {
+        /// When it is queued.
+        until: DateTime<Utc>,
+    },
     /// Ready, waiting for a free slot.
     Queued {
         /// Since when.
@@ -157,6 +162,7 @@ impl TaskState {
     pub fn status(&self) -> TaskStatus {
         match self {
             TaskState::Blocked { .. } => TaskStatus::Blocked,
+            TaskState::Delayed { .. } => TaskStatus::Delayed,
             TaskState::Queued { .. } => TaskStatus::Queued,
             TaskState::Running { .. } => TaskStatus::Running,
             TaskState::RetryWaiting { .. } => TaskStatus::RetryWaiting,
@@ -189,12 +195,15 @@ pub enum TaskStatus {
     Cancelled,
     /// See [`TaskState::DependencyFailed`].
     DependencyFailed,
+    /// See [`TaskState::Delayed`] (last: the codes of the others are stored).
+    Delayed,
 }
 
 impl TaskStatus {
     /// Every status, in life-cycle order.
-    pub const ALL: [TaskStatus; 8] = [
+    pub const ALL: [TaskStatus; 9] = [
         TaskStatus::Blocked,
+        TaskStatus::Delayed,
         TaskStatus::Queued,
         TaskStatus::Running,
         TaskStatus::RetryWaiting,
@@ -215,6 +224,7 @@ impl TaskStatus {
             TaskStatus::Failed => "failed",
             TaskStatus::Cancelled => "cancelled",
             TaskStatus::DependencyFailed => "dependency_failed",
+            TaskStatus::Delayed => "delayed",
         }
     }
 

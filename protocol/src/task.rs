@@ -112,6 +112,10 @@ pub struct TaskSpec {
     /// only a node with every one of them runs it; a single daemon has its `--label`s.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub on: Vec<String>,
+    /// Not started before this instant (`orch submit --at` / `--delay`): until then, once
+    /// nothing else holds it back, the task is `delayed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl TaskSpec {
@@ -134,6 +138,7 @@ impl TaskSpec {
             env: BTreeMap::new(),
             workflow: None,
             on: Vec::new(),
+            not_before: None,
         }
     }
 

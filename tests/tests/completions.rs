@@ -76,6 +76,7 @@ fn workflow_and_environment_ids_and_task_statuses_complete() {
         [
             "blocked",
             "cancelled",
+            "delayed",
             "dependency_failed",
             "failed",
             "queued",

@@ -4,8 +4,8 @@
 
 use orch_protocol::{ErrorKind, ErrorReply, TaskKind, TaskSpec};
 
-/// The longest timeout or retry delay accepted: a year.
-const MAX_DELAY_MS: u64 = 365 * 24 * 3600 * 1000;
+/// The longest timeout, retry delay or wait for a start time accepted: a year.
+pub const MAX_DELAY_MS: u64 = 365 * 24 * 3600 * 1000;
 
 /// The largest task spec accepted, as JSON: far enough below the frame limit that any
 /// answer carrying the task (with its history) still fits in a frame.

@@ -188,6 +188,15 @@ impl WriteBatch {
     }
 }
 
+/// The statuses of unfinished tasks a [`Snapshot`] holds in full (queued ones are held
+/// by id and priority only; finished ones stay in the store).
+pub const HELD: [TaskStatus; 4] = [
+    TaskStatus::Blocked,
+    TaskStatus::Delayed,
+    TaskStatus::Running,
+    TaskStatus::RetryWaiting,
+];
+
 /// Everything the engine needs at start-up: live work only. Finished tasks outside
 /// workflows and queued ones stay in the store (the queued ones are named in `queue`).
 #[derive(Debug, Default)]

@@ -88,6 +88,18 @@ A task reports progress by printing a JSON line such as {"progress": 40, "messag
                 Some('t'),
             )
             .named(
+                "at",
+                SyntaxShape::DateTime,
+                "Start it no earlier than this time (a datetime; its time zone is kept: 2026-12-24T03:00:00+01:00). Until then, once nothing else holds it back, it is `delayed`.",
+                None,
+            )
+            .named(
+                "delay",
+                SyntaxShape::Duration,
+                "Start it no earlier than this long from now (--at now + delay).",
+                Some('d'),
+            )
+            .named(
                 "after",
                 SyntaxShape::Any,
                 "Task id(s) that must succeed first.",
@@ -173,6 +185,16 @@ A task reports progress by printing a JSON line such as {"progress": 40, "messag
             Example {
                 example: "orch submit --on [docker region=eu] docker ps",
                 description: "Run on a node labelled both docker and region=eu",
+                result: None,
+            },
+            Example {
+                example: "orch submit --delay 10min --label nightly ./backup.sh",
+                description: "Start a backup in ten minutes (delayed until then; the wait survives a restart)",
+                result: None,
+            },
+            Example {
+                example: "orch submit --at ('2026-12-24 03:00' | into datetime) ./backup.sh",
+                description: "Start it no earlier than 3am on the 24th (local time)",
                 result: None,
             },
             Example {

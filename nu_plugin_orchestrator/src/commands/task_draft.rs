@@ -173,6 +173,11 @@ impl TaskDraft {
             .first()
             .map(|v| ("a command".to_string(), v.span()));
         one_thing_to_run([positional, flag("nu"), flag("script")])?;
+        if let (Some((_, at)), Some((_, delay))) = (flag("at"), flag("delay")) {
+            return Err(LabeledError::new("two start times")
+                .with_label("--at here", at)
+                .with_label("and --delay here: give one of them", delay));
+        }
         if !call.positional.is_empty() {
             let span = call.positional[0].span();
             draft.set_command(&Value::list(call.positional.clone(), span), cwd)?;
@@ -300,6 +305,30 @@ impl TaskDraft {
             "timeout" => {
                 self.spec.timeout_ms = Some(millis(value, "timeout")?);
                 "timeout"
+            }
+            "at" => {
+                let at = value.as_date().map_err(|_| {
+                    bad(
+                        span,
+                        "invalid start time",
+                        format!(
+                            "at: expected a datetime such as 2026-12-24T03:00:00+01:00 (or `'tomorrow 3am' | into datetime`), got {}",
+                            value.get_type()
+                        ),
+                    )
+                })?;
+                self.spec.not_before = Some(at.with_timezone(&chrono::Utc));
+                "not_before"
+            }
+            "delay" => {
+                let delay = millis(value, "delay")?;
+                let delay =
+                    chrono::Duration::milliseconds(i64::try_from(delay).unwrap_or(i64::MAX));
+                let at = chrono::Utc::now()
+                    .checked_add_signed(delay)
+                    .ok_or_else(|| bad(span, "invalid delay", "the delay is too long"))?;
+                self.spec.not_before = Some(at);
+                "not_before"
             }
             "after" => {
                 self.spec.after = task_ids(value)?;

@@ -37,7 +37,7 @@ impl PluginCommand for Tasks {
             .named(
                 "status",
                 SyntaxShape::Any,
-                "Only tasks in this status (or list of statuses): blocked, queued, running, retry_waiting, succeeded, failed, cancelled, dependency_failed.",
+                "Only tasks in this status (or list of statuses): blocked, delayed, queued, running, retry_waiting, succeeded, failed, cancelled, dependency_failed.",
                 Some('s'),
             )
             .named("label", SyntaxShape::String, "Only tasks with this label.", Some('l'))

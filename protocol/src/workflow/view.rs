@@ -37,7 +37,8 @@ impl StatusCounts {
     pub fn add(&mut self, status: Option<TaskStatus>) {
         let count = match status {
             Some(TaskStatus::Blocked) => &mut self.blocked,
-            Some(TaskStatus::Queued) => &mut self.queued,
+            // Steps have no start time: a delayed task would be queued but for its time.
+            Some(TaskStatus::Queued | TaskStatus::Delayed) => &mut self.queued,
             Some(TaskStatus::Running) => &mut self.running,
             Some(TaskStatus::RetryWaiting) => &mut self.retry_waiting,
             Some(TaskStatus::Succeeded) => &mut self.succeeded,

@@ -295,14 +295,18 @@ impl EngineState {
         self.arm_timer(id, attempt, retry_at);
     }
 
-    /// A retry delay passed: the task is queued, unless the timer is stale (the task was
-    /// cancelled or retried meanwhile).
+    /// A retry delay passed, or a start time came: the task is queued, unless the timer
+    /// is stale (the task was cancelled or retried meanwhile).
     pub(super) fn retry_due(&mut self, id: TaskId, attempt: u32) {
         let Some(task) = self.tasks.get(&id) else {
             return;
         };
-        if matches!(task.state, TaskState::RetryWaiting { next_attempt, .. } if next_attempt == attempt)
-        {
+        let due = match task.state {
+            TaskState::RetryWaiting { next_attempt, .. } => next_attempt == attempt,
+            TaskState::Delayed { .. } => task.attempts.len() as u32 + 1 == attempt,
+            _ => false,
+        };
+        if due {
             self.enqueue(id);
         }
     }

@@ -69,7 +69,7 @@ impl EngineState {
                     retry_at,
                     next_attempt,
                 } => state.arm_timer(task.id, *next_attempt, *retry_at),
-                TaskState::Blocked { .. } => state.enter(&task),
+                TaskState::Blocked { .. } | TaskState::Delayed { .. } => state.enter(&task),
                 _ => {}
             }
             state.tasks.insert(task.id, task);

@@ -4,7 +4,7 @@
 use orch_protocol::{ErrorKind, ErrorReply, Task, TaskId, TaskSpec, TaskState, TaskStatus};
 
 use super::{EngineState, Outcome, Reply, StopReason, conflict};
-use crate::engine::validate::validate;
+use crate::engine::validate::{MAX_DELAY_MS, validate};
 
 impl EngineState {
     /// Accepts tasks (all or none).
@@ -35,6 +35,7 @@ impl EngineState {
         for (index, spec) in specs.iter().enumerate() {
             validate(spec, index)?;
             self.placeable(spec, index)?;
+            self.startable(spec, index)?;
             // Ids are assigned in submission order, so a task may also name a task that
             // comes before it in the same batch (never itself or a later one: no cycles).
             let first_new = self.next_id;
@@ -67,6 +68,20 @@ impl EngineState {
             }
         }
         Ok(())
+    }
+
+    /// Refuses spec number `index` when its start time is more than a year away (one
+    /// gone by starts it at once).
+    fn startable(&self, spec: &TaskSpec, index: usize) -> Result<(), ErrorReply> {
+        let latest = self.now + chrono::Duration::milliseconds(MAX_DELAY_MS as i64);
+        match spec.not_before {
+            Some(at) if at > latest => Err(ErrorReply::field(
+                ErrorKind::BadRequest,
+                "not_before",
+                format!("task #{index}: the start time {at} is more than a year away"),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Refuses spec number `index` when no node has every label it requires (`on`).
@@ -144,6 +159,7 @@ impl EngineState {
             ));
             return self.refuse(reply, error);
         }
+        let state = self.held_until(state, task.spec.not_before);
         self.requeue(id, state);
         self.revive_dependants(id);
         let task = self.copy_of(id);

@@ -1,6 +1,7 @@
 //! How tasks move between waiting states: a new task's first state, dependants released
 //! by a success or failed by a failure (hard dependencies) or released by any end (soft
-//! ones), and finished tasks queued again.
+//! ones), tasks held until their start time (`not_before`: delayed, then queued by a
+//! timer), and finished tasks queued again.
 
 use orch_protocol::{EventKind, Task, TaskId, TaskSpec, TaskState, TaskStatus};
 
@@ -14,6 +15,7 @@ impl EngineState {
         self.next_id += 1;
         spec.after = unique(&spec.after);
         let state = self.initial_state(&spec.after, &spec.soft_after);
+        let state = self.held_until(state, spec.not_before);
         let status = state.status();
         let task = Task {
             id,
@@ -72,11 +74,47 @@ impl EngineState {
         }
     }
 
-    /// Registers a task that has just entered its state with the queue or the
-    /// dependency map.
+    /// `state`, or `Delayed` when it is `Queued` and the start time `not_before` is still
+    /// to come.
+    pub(super) fn held_until(
+        &self,
+        state: TaskState,
+        not_before: Option<chrono::DateTime<chrono::Utc>>,
+    ) -> TaskState {
+        match (state, not_before) {
+            (TaskState::Queued { .. }, Some(until)) if until > self.now => {
+                TaskState::Delayed { until }
+            }
+            (state, _) => state,
+        }
+    }
+
+    /// Moves `id`, which nothing holds back any more, to `Queued`, or to `Delayed` until
+    /// its start time.
+    fn ready_or_delayed(&mut self, id: TaskId) {
+        let queued = TaskState::Queued { since: self.now };
+        match self.held_until(queued, self.tasks[&id].spec.not_before) {
+            TaskState::Delayed { until } => {
+                self.transition(
+                    id,
+                    TaskState::Delayed { until },
+                    EventKind::Delayed { until },
+                );
+                let task = self.copy_of(id);
+                self.enter(&task);
+            }
+            _ => self.enqueue(id),
+        }
+    }
+
+    /// Registers a task that has just entered its state with the queue, the dependency
+    /// map, or the timers.
     pub(super) fn enter(&mut self, task: &Task) {
         match &task.state {
             TaskState::Queued { .. } => self.ready.push(task.spec.priority, task.id),
+            TaskState::Delayed { until } => {
+                self.arm_timer(task.id, task.attempts.len() as u32 + 1, *until);
+            }
             TaskState::Blocked { waiting_on } => {
                 for dep in waiting_on {
                     self.dependants.entry(*dep).or_default().push(task.id);
@@ -169,7 +207,7 @@ impl EngineState {
         };
         let rest: Vec<TaskId> = waiting_on.into_iter().filter(|d| *d != id).collect();
         if rest.is_empty() {
-            self.enqueue(dependant);
+            self.ready_or_delayed(dependant);
         } else {
             let task = self.tasks.get_mut(&dependant).expect("known task");
             task.state = TaskState::Blocked { waiting_on: rest };

@@ -32,6 +32,7 @@ pub(crate) use tasks::{
     statuses_and_scans_come_from_the_status_index,
     the_last_id_counts_workflows_and_test_envs_and_outlives_removals,
     the_queue_is_by_priority_then_submission,
+    the_snapshot_holds_the_unfinished_tasks_but_the_queued_ones,
 };
 
 /// A store under test: each `open` opens the same data again (drop the last handle first).
@@ -50,6 +51,7 @@ macro_rules! conformance_tests {
             trimmed_events_are_gone_for_good_and_the_numbering_goes_on,
             lists_page_newest_first_below_the_cursor_with_every_filter,
             the_queue_is_by_priority_then_submission,
+            the_snapshot_holds_the_unfinished_tasks_but_the_queued_ones,
             statuses_and_scans_come_from_the_status_index,
             removals_update_the_counts_and_the_indexes,
             the_last_id_counts_workflows_and_test_envs_and_outlives_removals,

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use chrono::Utc;
-use orch_protocol::{Task, TaskFilter, TaskStatus, WorkflowState};
+use orch_protocol::{Task, TaskFilter, TaskState, TaskStatus, WorkflowState};
 
 use super::{
     Fixture, change, counts, ids, queued, running, submit, succeeded, task, test_env, with_status,
@@ -270,4 +270,54 @@ pub(crate) fn a_batch_of_ten_thousand_tasks_is_one_commit(fixture: &dyn Fixture)
     };
     let listed = ids(&store.list(&newest).unwrap());
     assert_eq!(listed, vec![10_050, 10_049, 10_048]);
+}
+
+/// The start-up snapshot holds the unfinished tasks of [`crate::store::HELD`] in full
+/// (delayed ones among them), the queued ones by id only, and no finished one.
+pub(crate) fn the_snapshot_holds_the_unfinished_tasks_but_the_queued_ones(fixture: &dyn Fixture) {
+    {
+        let store = fixture.open();
+        let now = chrono::Utc::now();
+        submit(
+            store.as_ref(),
+            vec![
+                task(
+                    1,
+                    0,
+                    TaskState::Blocked {
+                        waiting_on: vec![5],
+                    },
+                ),
+                task(2, 0, TaskState::Delayed { until: now }),
+                task(3, 0, running()),
+                task(
+                    4,
+                    0,
+                    TaskState::RetryWaiting {
+                        next_attempt: 2,
+                        retry_at: now,
+                    },
+                ),
+                task(5, 0, queued()),
+                task(6, 0, TaskState::Succeeded { finished_at: now }),
+            ],
+        );
+    }
+    let snapshot = fixture.open().load().unwrap();
+    let mut held: Vec<(u64, TaskStatus)> = snapshot
+        .tasks
+        .iter()
+        .map(|t| (t.id, t.state.status()))
+        .collect();
+    held.sort();
+    assert_eq!(
+        held,
+        vec![
+            (1, TaskStatus::Blocked),
+            (2, TaskStatus::Delayed),
+            (3, TaskStatus::Running),
+            (4, TaskStatus::RetryWaiting),
+        ]
+    );
+    assert_eq!(snapshot.queue, vec![(5, 0)]);
 }

@@ -13,13 +13,6 @@ use super::bridge::{Bridge, Conn, pg};
 use super::{EVENTS_REMOVED_THROUGH, LAST_TASK_ID, MIGRATION_UNDERWAY, decode, record, unsigned};
 use crate::store::{Snapshot, StoreError};
 
-/// The statuses of unfinished tasks that are held in full after a restart.
-const HELD: [TaskStatus; 3] = [
-    TaskStatus::Blocked,
-    TaskStatus::Running,
-    TaskStatus::RetryWaiting,
-];
-
 /// How many rows a cursor fetches at a time.
 const PAGE: usize = 256;
 
@@ -171,7 +164,10 @@ pub(super) fn snapshot(bridge: &Bridge) -> Result<Snapshot, StoreError> {
                 wanted.push(super::signed("task", id)?);
             }
         }
-        let held: Vec<i16> = HELD.iter().map(|s| i16::from(s.code())).collect();
+        let held: Vec<i16> = crate::store::HELD
+            .iter()
+            .map(|s| i16::from(s.code()))
+            .collect();
         let sql = "SELECT id FROM tasks WHERE status = ANY($1)";
         for row in conn.query(sql, &[&held]).await? {
             wanted.push(row.try_get(0).map_err(pg)?);

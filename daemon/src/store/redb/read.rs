@@ -13,14 +13,6 @@ use super::{
 use super::{backend, decode};
 use crate::store::{Snapshot, StoreError};
 
-/// The statuses of unfinished tasks that are held in full after a restart (queued ones are
-/// held by id and priority only).
-const HELD: [TaskStatus; 3] = [
-    TaskStatus::Blocked,
-    TaskStatus::Running,
-    TaskStatus::RetryWaiting,
-];
-
 /// The start-up snapshot, without `last_event_seq` (the caller adds it): every workflow and
 /// its tasks, the other blocked, running and retry-waiting tasks, and the queue's ids and
 /// priorities from its index (no queued record is decoded).
@@ -35,7 +27,7 @@ pub(super) fn snapshot(txn: &ReadTransaction) -> Result<Snapshot, StoreError> {
         })
         .collect();
     let by_status = txn.open_table(BY_STATUS).map_err(backend)?;
-    for status in HELD {
+    for status in crate::store::HELD {
         let range = (status.code(), 0)..=(status.code(), u64::MAX);
         for entry in by_status.range(range).map_err(backend)? {
             wanted.push(entry.map_err(backend)?.0.value().1);

@@ -12,6 +12,7 @@
 mod answers;
 mod cancels;
 mod cleaning;
+mod delays;
 mod dependencies;
 mod live;
 mod ordering;
@@ -382,13 +383,8 @@ impl Harness {
     /// blocked, running and retry-waiting tasks, and the queue's ids and priorities.
     fn snapshot(&self) -> Snapshot {
         let stored: Vec<Task> = self.stored.0.lock().unwrap().values().cloned().collect();
-        let held = |t: &Task| {
-            t.spec.workflow.is_some()
-                || matches!(
-                    t.state.status(),
-                    TaskStatus::Blocked | TaskStatus::Running | TaskStatus::RetryWaiting
-                )
-        };
+        let held =
+            |t: &Task| t.spec.workflow.is_some() || crate::store::HELD.contains(&t.state.status());
         let tasks: Vec<Task> = stored.iter().filter(|t| held(t)).cloned().collect();
         let mut queued: Vec<&Task> = stored
             .iter()

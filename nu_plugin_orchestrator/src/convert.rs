@@ -137,6 +137,8 @@ struct TaskDetail {
     max_backoff: Duration,
     timeout: Option<Duration>,
     after: Vec<i64>,
+    /// Its start time (`--at` / `--delay`), if it has one.
+    not_before: Option<DateTime<FixedOffset>>,
     params: serde_json::Value,
     state: Value,
     progress_message: Option<String>,
@@ -159,6 +161,7 @@ pub fn task_detail(task: &Task, span: Span) -> Value {
         max_backoff: Duration::millis(spec.backoff.max_ms),
         timeout: spec.timeout_ms.map(Duration::millis),
         after: ids(&spec.after),
+        not_before: spec.not_before.map(|t| t.fixed_offset()),
         params: spec.params.clone(),
         state: state_details(&task.state, span),
         progress_message: task.progress.as_ref().and_then(|p| p.message.clone()),

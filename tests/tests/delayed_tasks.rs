@@ -25,6 +25,11 @@ fn a_delayed_task_waits_for_its_time_even_across_a_kill_9() {
         "orch task {id} | get state.until | format date '%+'"
     ));
     assert!(until.as_str().is_some_and(|u| !u.is_empty()), "{until}");
+    let shown = nu.json(&format!(
+        "(orch task {id} | get not_before) == ('{}' | into datetime)",
+        until.as_str().unwrap()
+    ));
+    assert_eq!(shown, true, "its start time is shown");
     assert_eq!(
         nu.json("orch tasks --status delayed | get id"),
         serde_json::json!([id])
@@ -94,6 +99,10 @@ fn a_delayed_task_is_cancelled_at_once_and_bad_start_times_are_refused() {
         .try_run("orch submit --at ((date now) + 400day) true")
         .unwrap_err();
     assert!(far.contains("more than a year away"), "{far}");
+    let in_a_record = nu
+        .try_run("[{command: [true], at: (date now), delay: 1min}] | orch submit")
+        .unwrap_err();
+    assert!(in_a_record.contains("two start times"), "{in_a_record}");
     let not_a_date = nu.try_run("orch submit --at tomorrow true").unwrap_err();
     assert!(not_a_date.contains("at"), "{not_a_date}");
     // Nothing was created by the refusals.

@@ -96,7 +96,7 @@ A task reports progress by printing a JSON line such as {"progress": 40, "messag
             .named(
                 "delay",
                 SyntaxShape::Duration,
-                "Start it no earlier than this long from now (--at now + delay).",
+                "Start it no earlier than this long from now (--at now + delay, by this machine's clock).",
                 Some('d'),
             )
             .named(

@@ -212,6 +212,11 @@ impl TaskDraft {
                 .map(|value| (format!("`{name}`"), value.span()))
         };
         one_thing_to_run([field("command"), field("nu"), field("script")])?;
+        if let (Some((_, at)), Some((_, delay))) = (field("at"), field("delay")) {
+            return Err(LabeledError::new("two start times")
+                .with_label("`at` here", at)
+                .with_label("and `delay` here: give one of them", delay));
+        }
         for (name, value) in record.iter() {
             let field = name.replace('_', "-");
             if !self.set(&field, value, cwd)? {
@@ -219,7 +224,7 @@ impl TaskDraft {
                     value.span(),
                     "unknown task field",
                     format!(
-                        "`{name}` is not a task setting (use command, nu, script, priority, retries, backoff, max_backoff, timeout, after, label, on, params, cwd, env)"
+                        "`{name}` is not a task setting (use command, nu, script, priority, retries, backoff, max_backoff, timeout, at, delay, after, label, on, params, cwd, env)"
                     ),
                 ));
             }

@@ -92,7 +92,10 @@ impl EngineState {
             node: placed.as_deref().map(str::to_string),
         });
         task.progress = None;
-        let spec = task.spec.clone();
+        let mut spec = task.spec.clone();
+        // Running it does not need its start time (a node of an earlier version could
+        // not read a spec that has one).
+        spec.not_before = None;
         self.transition(
             id,
             TaskState::Running {
@@ -303,6 +306,11 @@ impl EngineState {
         };
         let due = match task.state {
             TaskState::RetryWaiting { next_attempt, .. } => next_attempt == attempt,
+            // A timer that fires before the wall clock reaches the start time (the clock
+            // was set back) waits again.
+            TaskState::Delayed { until } if until > self.now => {
+                return self.arm_timer(id, attempt, until);
+            }
             TaskState::Delayed { .. } => task.attempts.len() as u32 + 1 == attempt,
             _ => false,
         };

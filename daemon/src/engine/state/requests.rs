@@ -159,7 +159,6 @@ impl EngineState {
             ));
             return self.refuse(reply, error);
         }
-        let state = self.held_until(state, task.spec.not_before);
         self.requeue(id, state);
         self.revive_dependants(id);
         let task = self.copy_of(id);

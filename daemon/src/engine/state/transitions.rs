@@ -141,8 +141,10 @@ impl EngineState {
         self.fail_dependants(id);
     }
 
-    /// Puts a finished task back in `state` with a fresh retry budget.
+    /// Puts a finished task back in `state` (`Delayed` instead of `Queued` before its
+    /// start time) with a fresh retry budget.
     pub(super) fn requeue(&mut self, id: TaskId, state: TaskState) {
+        let state = self.held_until(state, self.tasks[&id].spec.not_before);
         let task = self.tasks.get_mut(&id).expect("known task");
         task.attempts_before_retry = task.attempts.len() as u32;
         self.transition(id, state, EventKind::Retried);

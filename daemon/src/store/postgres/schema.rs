@@ -108,6 +108,10 @@ const MIGRATIONS: &[&str] = &[
         WHERE taken_term IS NULL;
     ALTER TABLE cluster_attempts ADD COLUMN progress text,
         ADD COLUMN progress_version bigint NOT NULL DEFAULT 0;",
+    // 5: delayed tasks (status code 8, a spec's `not_before`): no table changes, but
+    // records a daemon of an earlier version cannot read; the version makes it refuse
+    // the store rather than fail on them.
+    "SELECT 1;",
 ];
 
 /// The schema version this binary writes.

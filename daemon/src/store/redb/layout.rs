@@ -3,6 +3,9 @@
 //! - Layout 1 (no `layout` key in `meta`): the tables before the label index.
 //! - Layout 2: adds `tasks_by_label`, `workflow_status` and `workflow_counts`, filled from
 //!   every record by the migration.
+//! - Layout 3: tasks may be delayed (status code 8) and carry a start time, which a daemon
+//!   of an earlier layout cannot read: nothing to migrate, the version makes it refuse
+//!   the file.
 //!
 //! A migration runs in one write transaction: a crash during it leaves the file at its
 //! old layout, migrated again at the next open. A file of a newer layout is refused (this
@@ -15,7 +18,7 @@ use super::{BY_LABEL, META, TASKS, WORKFLOWS, backend, decode};
 use crate::store::StoreError;
 
 /// The layout this daemon writes.
-pub(super) const CURRENT: u64 = 2;
+pub(super) const CURRENT: u64 = 3;
 
 /// The `meta` key holding the layout version.
 const LAYOUT: &str = "layout";
@@ -51,8 +54,10 @@ pub(super) fn upgrade(db: &Database) -> Result<Result<Upgrade, String>, StoreErr
         .map_err(backend)?
         .is_empty()
         .map_err(backend)?;
-    fill_label_index(&txn)?;
-    count_workflows(&txn)?;
+    if from < 2 {
+        fill_label_index(&txn)?;
+        count_workflows(&txn)?;
+    }
     txn.open_table(META)
         .map_err(backend)?
         .insert(LAYOUT, CURRENT)

@@ -98,3 +98,36 @@ fn a_start_time_more_than_a_year_away_is_refused_naming_the_field() {
         error.message
     );
 }
+
+#[test]
+fn a_timer_that_fires_before_the_start_time_waits_again() {
+    let mut h = Harness::new(1);
+    let (step, ids) = h.submit(vec![at(&h, 5_000)]);
+    let timer = step.effects.timers[0];
+    // The wall clock was set back: the timer fires a second before the start time.
+    h.now = timer.due - chrono::Duration::seconds(1);
+    let step = h.turn(vec![Input::RetryDue {
+        id: timer.id,
+        next_attempt: timer.next_attempt,
+    }]);
+    assert!(step.written().is_empty() && step.launched().is_empty());
+    assert_eq!(
+        step.effects.timers,
+        vec![timer],
+        "armed again for the same time"
+    );
+    h.now = timer.due;
+    assert_eq!(h.fire(timer).launched(), ids);
+}
+
+#[test]
+fn a_retried_task_waits_for_its_start_time_again() {
+    let mut h = Harness::new(1);
+    let (_, ids) = h.submit(vec![at(&h, 60_000)]);
+    let id = ids[0];
+    h.cancel(id);
+    let (step, mut answer) = h.retry(id);
+    assert_eq!(answer.value().state.status(), Delayed);
+    assert_eq!(step.written(), vec![(id, Delayed)]);
+    assert_eq!(step.effects.timers.len(), 1);
+}

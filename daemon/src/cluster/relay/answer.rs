@@ -218,16 +218,19 @@ async fn answer_one(
     // A node answers only the reads of what it keeps itself and the requests about the
     // test environments on its engine (which the leader placed there); the leader only
     // what a standby forwards (a node of another version may send others).
-    let placed = matches!(
-        parsed,
-        Request::EnvCreate { .. }
-            | Request::EnvRun { .. }
-            | Request::EnvDelete { .. }
-            | Request::EnvLogs { follow: false, .. }
-    );
-    let expected = match request.to_node {
-        Some(_) => placed || matches!(parsed, Request::Logs { follow: false, .. }),
-        None => crate::ops::for_request(crate::ops::RequestKind::of(&parsed)).forwarded(),
+    let for_this_node = request.to_node.is_some();
+    let placed = for_this_node
+        && matches!(
+            parsed,
+            Request::EnvCreate { .. }
+                | Request::EnvRun { .. }
+                | Request::EnvDelete { .. }
+                | Request::EnvLogs { follow: false, .. }
+        );
+    let expected = if for_this_node {
+        placed || matches!(parsed, Request::Logs { follow: false, .. })
+    } else {
+        crate::ops::for_request(crate::ops::RequestKind::of(&parsed)).forwarded()
     };
     if !expected {
         return bad("a request that is not forwarded");
@@ -245,6 +248,5 @@ async fn answer_one(
         Submitter::Confined
     };
     actor.interface = format!("{} via node {}", actor.interface, request.from_node);
-    let placed = placed && request.to_node.is_some();
     answer(ctx, actor, (role, submitter), placed, &request.request).await
 }

@@ -1,23 +1,20 @@
-//! The asking side: a standby forwards its client's change to the leader, a node asks
-//! another for a log it keeps, the leader sends a node the requests about a test
-//! environment on its container engine, and that node has the leader commit its
-//! records; each waits for the answer (or for why none will come).
+//! The asking side: a request written for the leader or another node, and the wait for
+//! its answer (or for why none will come); a standby forwards its client's changes this
+//! way (socket and HTTP). What else is asked this way is in [`super::logs`] (the logs
+//! another node keeps) and [`super::envs`] (test environments on another node).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use orch_protocol::{Actor, EnvId, ErrorKind, ErrorReply, Request, Response, TaskId, TestEnv};
+use orch_protocol::{Actor, ErrorKind, ErrorReply, Request, Response};
 use tokio::sync::watch;
 
 use super::{NODE_UNTAKEN_LIMIT, Relay, UNTAKEN_LIMIT};
 use crate::cluster::blocking;
 use crate::cluster::wakeups::Wakeups;
-use crate::ops::Context;
 use crate::policy::{Role, Submitter};
 use crate::server::Connection;
-use crate::server::forwarded::split_frames;
 use crate::store::{ForwardedRequest, PostgresStore, RequestState};
-use crate::testenv::keeper::{self, EnvCommit};
 
 /// How often a standby reads its request's state when no wake-up comes (and the
 /// listening connection works).
@@ -28,27 +25,10 @@ const REPLY_POLL_UNHEARD: Duration = Duration::from_millis(100);
 const NODE_ANSWER_LIMIT: Duration = Duration::from_secs(60);
 /// How often the leader checks that the node working on a test environment is up.
 const NODE_UP_CHECK: Duration = Duration::from_secs(2);
-/// How often a followed log of another node is read again.
-const REMOTE_LOG_POLL: Duration = Duration::from_secs(1);
-/// How many times a node sends a test environment's commit that got no answer.
-const COMMIT_TRIES: u32 = 4;
-/// The pause before it sends it again.
-const COMMIT_PAUSE: Duration = Duration::from_secs(1);
-/// The largest text sent in one `log` frame.
-const LOG_CHUNK: usize = 64 * 1024;
-
-/// A log another node keeps.
-#[derive(Clone, Copy)]
-pub enum RemoteLog {
-    /// Task `id`'s, of the attempt that node ran.
-    Task(TaskId),
-    /// Test environment `id`'s: its containers' logs, then its own.
-    Env(EnvId),
-}
 
 /// How long an asking node waits for another node's answer once it took the request.
 #[derive(Clone, Copy)]
-enum Patience {
+pub(super) enum Patience {
     /// At most [`NODE_ANSWER_LIMIT`] in all (a read of what it keeps).
     Read,
     /// As long as the node is up (a test environment's work takes what it takes).
@@ -86,68 +66,6 @@ impl Relay {
         }
     }
 
-    /// Sends `log`, kept by node `node` (which ran the task's last attempt, or holds
-    /// the environment), to `conn`'s client as `log` frames then `stream_end`; with
-    /// `follow`, reads it again every second until the task is final (the environment
-    /// not at work). An `Err` means the connection is gone.
-    pub async fn remote_log(
-        self: &Arc<Self>,
-        ctx: &Context,
-        conn: &mut Connection,
-        node: &str,
-        log: RemoteLog,
-        follow: bool,
-    ) -> std::io::Result<()> {
-        let request = match log {
-            RemoteLog::Task(id) => Request::Logs { id, follow: false },
-            RemoteLog::Env(id) => Request::EnvLogs { id, follow: false },
-        };
-        let mut sent = 0;
-        let mut first = true;
-        loop {
-            // Read before the log, so that the last read has all of the final output.
-            let last = !follow || finished(ctx, log);
-            let parts = match self.exchange(conn, &request, Some(node)).await {
-                Some(Ok(frames)) => log_parts(&frames),
-                Some(Err(reply)) => Err(reply),
-                None => return Ok(()),
-            };
-            let (containers, text) = match parts {
-                Ok(parts) => parts,
-                Err(reply) => return conn.send(&Response::Error(reply)).await,
-            };
-            // An environment's containers' logs come first, once.
-            if std::mem::take(&mut first) {
-                for text in containers {
-                    conn.send(&Response::Log { text }).await?;
-                }
-            }
-            // A character cut by the read shows as U+FFFD: held back until it is whole.
-            let ready = match text.strip_suffix('\u{FFFD}') {
-                Some(whole) if !last => whole,
-                _ => text.as_str(),
-            };
-            // Only what was not sent yet (a log is only appended to).
-            if let Some(new) = ready.get(sent..) {
-                for chunk in chunks(new) {
-                    conn.send(&Response::Log {
-                        text: chunk.to_string(),
-                    })
-                    .await?;
-                }
-                sent = ready.len();
-            }
-            if last {
-                return conn.send(&Response::StreamEnd).await;
-            }
-            tokio::select! {
-                () = tokio::time::sleep(REMOTE_LOG_POLL) => {}
-                () = conn.closed() => return Ok(()),
-                () = ctx.shutdown.cancelled() => return conn.send(&Response::StreamEnd).await,
-            }
-        }
-    }
-
     /// Forwards `request` (an HTTP request, as [`crate::http::forwarded`] encodes it)
     /// from `actor`, who has `role`, to the leader and waits for its answer.
     pub async fn forward_bytes(
@@ -161,112 +79,10 @@ impl Relay {
             .await?)
     }
 
-    /// As the leader, sends node `node` `request` (about a test environment on its
-    /// container engine) from `actor`, who has `role`, and waits for its answer as long
-    /// as the node is up.
-    pub async fn place(
-        self: &Arc<Self>,
-        node: &str,
-        actor: &Actor,
-        role: Role,
-        request: &Request,
-    ) -> Result<Response, ErrorReply> {
-        let bytes = serde_json::to_vec(request).map_err(|e| {
-            ErrorReply::new(ErrorKind::Internal, format!("cannot send the request: {e}"))
-        })?;
-        let frames = self
-            .ask(Some(node), actor, role, bytes, Patience::WhileUp)
-            .await
-            .map_err(ErrorReply::from)?;
-        let malformed = |problem: String| {
-            ErrorReply::new(
-                ErrorKind::Internal,
-                format!("node {node}'s answer is not well formed: {problem}"),
-            )
-        };
-        match split_frames(&frames).map_err(malformed)?.as_slice() {
-            [body] => serde_json::from_slice(body).map_err(|e| malformed(e.to_string())),
-            bodies => Err(malformed(format!("{} frames", bodies.len()))),
-        }
-    }
-
-    /// Environment `id`'s own log (its containers' logs left out), kept by node `node`,
-    /// asked for by `actor`, who has `role`.
-    pub async fn remote_log_text(
-        self: &Arc<Self>,
-        node: &str,
-        actor: &Actor,
-        role: Role,
-        id: EnvId,
-    ) -> Result<String, ErrorReply> {
-        let request = serde_json::to_vec(&Request::EnvLogs { id, follow: false })
-            .map_err(|e| ErrorReply::new(ErrorKind::Internal, e.to_string()))?;
-        let frames = self
-            .ask(Some(node), actor, role, request, Patience::Read)
-            .await
-            .map_err(ErrorReply::from)?;
-        Ok(log_parts(&frames)?.1)
-    }
-
-    /// As a node that is not the leader, has the leader commit `commit` (a record of a
-    /// test environment on this node, or an audit record of a request about one).
-    pub async fn commit_env(
-        self: &Arc<Self>,
-        commit: EnvCommit,
-    ) -> Result<Option<TestEnv>, ErrorReply> {
-        let actor = Actor {
-            uid: crate::socket::owner_uid(),
-            interface: format!("node {}", self.membership.name()),
-        };
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            let asked = self
-                .ask(
-                    None,
-                    &actor,
-                    Role::Admin,
-                    commit.encode(),
-                    Patience::WhileUp,
-                )
-                .await;
-            let reply = match asked {
-                Ok(answer) => return keeper::parse_answer(&answer),
-                Err(NoAnswer::NothingDone(reply)) => reply,
-                // An audit record alone is not recorded twice.
-                Err(NoAnswer::Unknown(reply)) if commit.env.is_none() => return Err(reply),
-                Err(NoAnswer::Unknown(reply)) => {
-                    // A new record the lost leader committed is found in the store; a
-                    // known one is this node's own, committed again as it is.
-                    if let Some(found) = self.committed_draft(&commit).await {
-                        return Ok(Some(found));
-                    }
-                    reply
-                }
-            };
-            if tries == COMMIT_TRIES {
-                return Err(reply);
-            }
-            tracing::warn!(error = %reply.message, "a test environment's commit got no answer; sending it again");
-            tokio::time::sleep(COMMIT_PAUSE).await;
-        }
-    }
-
-    /// The record a leader committed for `commit`'s new environment (id 0) without
-    /// answering: this node's environment of the same name created at the same instant.
-    async fn committed_draft(&self, commit: &EnvCommit) -> Option<TestEnv> {
-        let draft = commit.env.as_deref().filter(|e| e.id == 0)?;
-        let (name, created_at) = (draft.name.clone(), draft.created_at);
-        let (store, node) = (self.store.clone(), self.membership.name().to_string());
-        let mine = blocking(move || store.test_envs_of(&node)).await.ok()?;
-        mine.into_iter()
-            .find(|e| e.name == name && e.created_at == created_at)
-    }
-
     /// Sends `request` from `actor`, who has `role`, to node `to` (the leader when
     /// `None`) and waits for the answer with `patience`. A caller that leaves drops this
     /// future: the request is then withdrawn unless taken.
-    async fn ask(
+    pub(super) async fn ask(
         self: &Arc<Self>,
         to: Option<&str>,
         actor: &Actor,
@@ -313,7 +129,7 @@ impl Relay {
     /// waits for the answer: its frames, or why none came; `None` once the client left
     /// (the request is then withdrawn unless already taken: a taken one is carried out,
     /// and its unread answer removed later).
-    async fn exchange(
+    pub(super) async fn exchange(
         self: &Arc<Self>,
         conn: &mut Connection,
         request: &Request,
@@ -570,56 +386,4 @@ impl Drop for WithdrawOnDrop {
             tokio::task::spawn_blocking(move || store.withdraw_request(id));
         }
     }
-}
-
-/// Whether `log`'s writer is done: the task final, the environment not at work.
-fn finished(ctx: &Context, log: RemoteLog) -> bool {
-    match log {
-        RemoteLog::Task(id) => {
-            crate::ops::tasks::get(ctx, id).is_ok_and(|t| t.state.status().is_final())
-        }
-        RemoteLog::Env(id) => ctx.testenvs.get(id).is_ok_and(|e| !e.state.is_busy()),
-    }
-}
-
-/// A log's answer (`log` frames then `stream_end`): the containers' logs an
-/// environment's log starts with, and the text after them; or its error.
-fn log_parts(frames: &[u8]) -> Result<(Vec<String>, String), ErrorReply> {
-    let malformed = |problem: String| {
-        ErrorReply::new(
-            ErrorKind::Internal,
-            format!("another node's answer to a log's request is not well formed: {problem}"),
-        )
-    };
-    let (mut containers, mut text) = (Vec::new(), String::new());
-    for body in split_frames(frames).map_err(malformed)? {
-        match serde_json::from_slice::<Response>(body).map_err(|e| malformed(e.to_string()))? {
-            Response::Log { text: part }
-                if text.is_empty() && part.starts_with(crate::ops::logs::CONTAINER_LOG) =>
-            {
-                containers.push(part);
-            }
-            Response::Log { text: part } => text.push_str(&part),
-            Response::StreamEnd => return Ok((containers, text)),
-            Response::Error(reply) => return Err(reply),
-            other => return Err(malformed(format!("an unexpected answer {other:?}"))),
-        }
-    }
-    Err(malformed("no stream_end".into()))
-}
-
-/// `text` in pieces of at most [`LOG_CHUNK`] bytes, cut at character boundaries.
-fn chunks(mut text: &str) -> impl Iterator<Item = &str> {
-    std::iter::from_fn(move || {
-        if text.is_empty() {
-            return None;
-        }
-        let mut end = text.len().min(LOG_CHUNK);
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        let (piece, rest) = text.split_at(end);
-        text = rest;
-        Some(piece)
-    })
 }

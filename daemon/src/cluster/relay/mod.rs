@@ -16,8 +16,9 @@
 //! answering gets an error saying its outcome is unknown; one that no leader took
 //! within [`UNTAKEN_LIMIT`] is withdrawn, with an error saying nothing was done.
 //!
-//! - [`forward`]: a node's side that asks (a standby's changes, a log another node
-//!   keeps), and waits for the answer;
+//! - [`forward`]: a node's side that asks (a standby's changes), and waits for the
+//!   answer; [`logs`]: a log another node keeps; [`envs`]: test environments on another
+//!   node's engine (the leader's requests, the node's commits);
 //! - [`answer`]: the side that answers (the leader, or the node asked for a log).
 //!
 //! The same way, a node asks another for the log of an attempt that node ran (it keeps
@@ -25,9 +26,11 @@
 //! [`Relay::serve_node`]; a followed log is read again every second until the task ends.
 
 mod answer;
+mod envs;
 mod forward;
+mod logs;
 
-pub use forward::RemoteLog;
+pub use logs::RemoteLog;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -117,6 +117,7 @@ impl Redact for Response {
             | Response::WorkflowSummary(_)
             | Response::Extensions(_)
             | Response::Topologies(_)
+            | Response::Queue(_)
             | Response::Error(_) => {}
         }
     }

@@ -155,6 +155,8 @@ pub enum Names {
     Infras,
     /// The kinds of test environments.
     EnvKinds,
+    /// The queue's groups.
+    Groups,
 }
 
 /// How many recent tasks the labels are read from.
@@ -200,6 +202,7 @@ pub fn names(
                 .collect()
         }
         Names::Labels => labels(plugin, engine)?,
+        Names::Groups => groups(plugin, engine)?,
         Names::Infras => infras(engine)?,
         Names::EnvKinds => [
             ("single", "one taskserv in one container"),
@@ -247,6 +250,22 @@ fn labels(plugin: &OrchestratorPlugin, engine: &EngineInterface) -> Option<Vec<(
             .map(|(label, count)| (label, format!("{count} of the last {LABELS_FROM} tasks")))
             .collect(),
     )
+}
+
+/// The queue's groups, each with its limit, pause and running tasks.
+fn groups(plugin: &OrchestratorPlugin, engine: &EngineInterface) -> Option<Vec<(String, String)>> {
+    let Ok(Response::Queue(view)) = plugin.call(engine, &Request::Queue) else {
+        return None;
+    };
+    let described = view.groups.into_iter().map(|g| {
+        let limit = g
+            .parallel
+            .map_or("no limit".into(), |l| format!("at most {l}"));
+        let paused = if g.paused { ", paused" } else { "" };
+        let text = format!("{limit}, {} running{paused}", g.running);
+        (g.name, text)
+    });
+    Some(described.collect())
 }
 
 /// The settings files an infra directory holds, the first found being used.
@@ -306,6 +325,7 @@ pub fn flag_value(
         "provider" => Names::Providers,
         "topology" => Names::Topologies,
         "label" => Names::Labels,
+        "group" => Names::Groups,
         _ => return None,
     };
     names(plugin, engine, named)

@@ -139,6 +139,8 @@ struct TaskDetail {
     after: Vec<i64>,
     /// Its start time (`--at` / `--delay`), if it has one.
     not_before: Option<DateTime<FixedOffset>>,
+    /// The group it runs in (`--group`).
+    group: String,
     params: serde_json::Value,
     state: Value,
     progress_message: Option<String>,
@@ -162,6 +164,7 @@ pub fn task_detail(task: &Task, span: Span) -> Value {
         timeout: spec.timeout_ms.map(Duration::millis),
         after: ids(&spec.after),
         not_before: spec.not_before.map(|t| t.fixed_offset()),
+        group: spec.group_name().to_string(),
         params: spec.params.clone(),
         state: state_details(&task.state, span),
         progress_message: task.progress.as_ref().and_then(|p| p.message.clone()),
@@ -187,9 +190,14 @@ fn state_details(state: &TaskState, span: Span) -> Value {
         TaskState::Running {
             attempt,
             started_at,
+            paused_at,
         } => {
             rec.push("attempt", attempt.into_value(span));
             rec.push("started_at", date(started_at));
+            // Since when its processes are stopped (`orch pause`), when they are.
+            if let Some(paused_at) = paused_at {
+                rec.push("paused_at", date(paused_at));
+            }
         }
         TaskState::RetryWaiting {
             next_attempt,

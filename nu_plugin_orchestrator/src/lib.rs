@@ -19,6 +19,7 @@ pub mod completions;
 pub mod connection;
 pub mod convert;
 pub mod json;
+pub mod queue_values;
 pub mod testenv_values;
 pub mod workflow_values;
 

@@ -33,6 +33,16 @@ pub enum EventKind {
         /// Which attempt.
         attempt: u32,
     },
+    /// Its running attempt was paused (its processes stopped).
+    Paused {
+        /// Which attempt.
+        attempt: u32,
+    },
+    /// Its paused attempt runs again.
+    Resumed {
+        /// Which attempt.
+        attempt: u32,
+    },
     /// The task reported progress.
     Progress {
         /// What it reported.
@@ -107,6 +117,8 @@ impl EventKind {
             EventKind::Delayed { .. } => "delayed",
             EventKind::Queued => "queued",
             EventKind::Started { .. } => "started",
+            EventKind::Paused { .. } => "paused",
+            EventKind::Resumed { .. } => "resumed",
             EventKind::Progress { .. } => "progress",
             EventKind::AttemptFailed { .. } => "attempt_failed",
             EventKind::StartDeferred { .. } => "start_deferred",

@@ -14,6 +14,7 @@
 //! - [`workflow`]: workflow requests, their stored record, views and plan.
 //! - [`extensions`]: the providers, taskservs and clusters workflows are built from.
 //! - [`testenv`]: test environments (requests, stored records, topologies).
+//! - [`queue`]: groups, their parallel limits, and pausing the queue, a group or a task.
 //! - [`message`]: the handshake and the typed requests and responses.
 //! - [`client`]: a blocking client over a Unix socket (no async runtime, so the plugin
 //!   stays small and starts fast).
@@ -37,6 +38,7 @@ pub mod health;
 pub mod ids;
 pub mod message;
 pub mod paths;
+pub mod queue;
 pub mod state;
 pub mod task;
 pub mod testenv;
@@ -50,6 +52,7 @@ pub use extensions::*;
 pub use filters::*;
 pub use health::*;
 pub use message::{ErrorKind, ErrorReply, Hello, Request, Response, Welcome};
+pub use queue::*;
 pub use state::*;
 pub use task::*;
 pub use testenv::*;

@@ -7,6 +7,7 @@ use crate::event::Event;
 use crate::extensions::ExtensionsReport;
 use crate::filters::{CleanFilter, TaskFilter};
 use crate::health::HealthReport;
+use crate::queue::{QueueChange, QueueView};
 use crate::task::{Task, TaskId, TaskSpec};
 use crate::testenv::{EnvId, EnvRequest, TestEnv, TopologiesReport};
 use crate::workflow::{
@@ -215,6 +216,25 @@ pub enum Request {
     },
     /// The topology templates. Answered by [`Response::Topologies`].
     Topologies,
+    /// The queue's controls and its groups. Answered by [`Response::Queue`].
+    Queue,
+    /// Change the queue's controls: groups, their limits, pausing and resuming. Answered
+    /// by [`Response::Queue`] once the change is durable.
+    QueueChange {
+        /// The change.
+        change: QueueChange,
+    },
+    /// Pause a running task: its processes are stopped (SIGSTOP) until it is resumed.
+    /// Answered by [`Response::Task`] once the pause is durable.
+    PauseTask {
+        /// Which task.
+        id: TaskId,
+    },
+    /// Resume a paused task (SIGCONT). Answered by [`Response::Task`].
+    ResumeTask {
+        /// Which task.
+        id: TaskId,
+    },
 }
 
 /// What the daemon answers.
@@ -307,6 +327,8 @@ pub enum Response {
     },
     /// The topology templates.
     Topologies(Box<TopologiesReport>),
+    /// The queue's controls and its groups.
+    Queue(QueueView),
     /// The request failed; nothing was changed.
     Error(ErrorReply),
 }

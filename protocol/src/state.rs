@@ -112,6 +112,9 @@ pub enum TaskState {
         attempt: u32,
         /// When it was committed as started.
         started_at: DateTime<Utc>,
+        /// Since when its processes are stopped (SIGSTOP) by a pause, if they are.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        paused_at: Option<DateTime<Utc>>,
     },
     /// An attempt failed; the next one is due at `retry_at`.
     RetryWaiting {

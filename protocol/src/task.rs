@@ -116,9 +116,18 @@ pub struct TaskSpec {
     /// nothing else holds it back, the task is `delayed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_before: Option<chrono::DateTime<chrono::Utc>>,
+    /// The group it runs in (`orch submit --group`; [`crate::DEFAULT_GROUP`] when none is
+    /// named): the group's parallel limit and pause apply to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
 }
 
 impl TaskSpec {
+    /// The group it runs in.
+    pub fn group_name(&self) -> &str {
+        self.group.as_deref().unwrap_or(crate::queue::DEFAULT_GROUP)
+    }
+
     /// A spec with default settings that runs `program` with `args`.
     pub fn command(program: impl Into<String>, args: Vec<String>) -> TaskSpec {
         TaskSpec {
@@ -139,6 +148,7 @@ impl TaskSpec {
             workflow: None,
             on: Vec::new(),
             not_before: None,
+            group: None,
         }
     }
 

@@ -121,6 +121,7 @@ fn an_answer_too_large_for_a_frame_becomes_an_error_and_the_connection_goes_on()
                 parallel_limit: None,
                 rollback_enabled: false,
                 priority: 0,
+                group: None,
                 operations: vec![
                     serde_json::from_value::<Operation>(serde_json::json!(
                         {"id": "a", "type": "command", "command": ["true"]}

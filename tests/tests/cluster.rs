@@ -784,3 +784,49 @@ fn test_environments_go_to_the_node_labelled_docker_and_are_reached_from_any_nod
         assert_eq!(node.json("orch audit verify | get intact"), true);
     }
 }
+
+/// The state letter of process `pid` in /proc (`T`: stopped).
+fn proc_state(pid: u32) -> char {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit(')')
+        .next()
+        .and_then(|rest| rest.trim().chars().next())
+        .unwrap_or('?')
+}
+
+#[test]
+fn a_pause_asked_of_a_standby_stops_the_task_on_the_node_that_runs_it() {
+    let cluster = Cluster::launch(&[], None, [&[], &["--label", "here"], &[]]);
+    let standby = cluster.nodes[2].nu();
+    let pid_file = cluster.nodes[1].dir().join("pid");
+    let script = format!(
+        "orch submit --group deploy --on here -- sh -c 'echo $$ > {}; while true; do sleep 0.1; done' | get id",
+        pid_file.display()
+    );
+    standby.run("orch group add deploy --parallel 1 | ignore");
+    let id = eventually(Duration::from_secs(10), "the leader sees n2", || {
+        standby.try_run(&script).ok()
+    });
+    let id = id.trim();
+    let pid: u32 = eventually(Duration::from_secs(20), "the task runs on n2", || {
+        std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok()
+    });
+    standby.run(&format!("orch pause {id} | ignore"));
+    eventually(Duration::from_secs(10), "stopped on n2", || {
+        (proc_state(pid) == 'T').then_some(())
+    });
+    let paused_at = standby.json(&format!("orch task {id} | get state.paused_at"));
+    assert!(paused_at.is_string(), "{paused_at}");
+    // The group's pause holds a new task of it; its resume continues the paused one.
+    standby.run("orch pause --group deploy | ignore");
+    let deploy = standby.json("orch group list | where name == deploy | first");
+    assert_eq!(
+        (deploy["paused"].clone(), deploy["running"].clone()),
+        (true.into(), 1.into())
+    );
+    standby.run("orch resume --group deploy | ignore");
+    eventually(Duration::from_secs(10), "running again on n2", || {
+        (proc_state(pid) != 'T').then_some(())
+    });
+    standby.run(&format!("orch cancel {id} | ignore"));
+}

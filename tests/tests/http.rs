@@ -321,6 +321,26 @@ fn every_endpoint_answers_with_json_and_the_right_status() {
         })
         .unwrap();
     assert_eq!(status, 400, "malformed JSON");
+    // The queue's controls: a group, a pause and a resume, and a refusal naming its field.
+    let queue = shim.json("viewer", "GET", "/queue", None, 200);
+    assert_eq!(queue["paused"], false);
+    assert_eq!(queue["groups"][0]["name"], "default");
+    let add = json!({"change": "add_group", "name": "deploy", "parallel": 2});
+    let queue = shim.json("operator", "POST", "/queue", Some(&add), 200);
+    assert_eq!(
+        queue["groups"][1],
+        json!({"name": "deploy", "parallel": 2, "paused": false, "running": 0})
+    );
+    let pause = json!({"change": "pause", "group": "deploy", "wait": true});
+    let queue = shim.json("operator", "POST", "/queue", Some(&pause), 200);
+    assert_eq!(queue["groups"][1]["paused"], true);
+    let resume = json!({"change": "resume", "group": "deploy"});
+    shim.json("operator", "POST", "/queue", Some(&resume), 200);
+    let refused = shim.json("operator", "POST", "/queue", Some(&add), 409);
+    assert_eq!(refused["error"]["field"], "name", "{refused}");
+    let unknown = json!({"change": "parallel", "group": "nope", "limit": 1});
+    let refused = shim.json("operator", "POST", "/queue", Some(&unknown), 404);
+    assert_eq!(refused["error"]["field"], "group", "{refused}");
 }
 
 #[test]

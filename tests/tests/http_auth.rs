@@ -15,6 +15,7 @@ fn the_auth_matrix_holds_on_every_route() {
         ("POST", "/test/environments/create"),
         ("POST", "/test/environments/1/run"),
         ("DELETE", "/test/environments/1"),
+        ("POST", "/queue"),
     ];
     let reads = [
         "/tasks",
@@ -26,6 +27,7 @@ fn the_auth_matrix_holds_on_every_route() {
         "/extensions/taskservs",
         "/extensions/clusters",
         "/metrics",
+        "/queue",
     ];
     let admin_only = [
         ("GET", "/audit"),

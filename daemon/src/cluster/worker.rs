@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 use super::blocking;
 use super::placement::NodeOutcome;
 use super::wakeups::Wakeups;
-use crate::runner::{Launch, Report, ReportKind, Runner};
+use crate::runner::{Launch, Report, ReportKind, Runner, Steering};
 use crate::store::{NodeAttempt, PostgresStore, StoreError};
 
 /// How often the placements are read when no wake-up comes (and the listening connection
@@ -117,8 +117,8 @@ struct Worker {
     node: WorkerNode,
     runner: Runner,
     /// The attempts handed to the supervisor whose outcomes are not written yet, with the
-    /// token that stops each.
-    launched: HashMap<(TaskId, u32), CancellationToken>,
+    /// steering of each (its stop and pause).
+    launched: HashMap<(TaskId, u32), Steering>,
     /// Outcomes to write into their placements.
     pending: Vec<(TaskId, u32, NodeOutcome)>,
     /// The latest progress of running attempts, not written yet.
@@ -140,7 +140,8 @@ impl Worker {
         let adopted_keys: HashSet<(TaskId, u32)> =
             adopted.iter().map(|a| (a.id, a.attempt)).collect();
         for a in adopted {
-            self.launched.insert((a.id, a.attempt), a.token);
+            let steering = Steering::of(a.token, a.paused);
+            self.launched.insert((a.id, a.attempt), steering);
         }
         let lost: Vec<(TaskId, u32)> = ours
             .into_iter()
@@ -245,8 +246,8 @@ impl Worker {
     /// without using an attempt: the stop was not the task's fault) unless it succeeded.
     /// Returns how many are left running.
     async fn drain(&mut self, reports: &mut mpsc::UnboundedReceiver<Report>) -> usize {
-        for token in self.launched.values() {
-            token.cancel();
+        for steering in self.launched.values() {
+            steering.token.cancel();
         }
         let deadline = tokio::time::Instant::now() + DRAIN_LIMIT;
         let ended = |w: &Worker| {
@@ -319,7 +320,8 @@ impl Worker {
             Err(e) => return tracing::warn!(error = %e, "cannot read this node's placements"),
         };
         let placed: HashSet<(TaskId, u32)> = rows.iter().map(|r| (r.id, r.attempt)).collect();
-        for (key, token) in &self.launched {
+        for (key, steering) in &self.launched {
+            let token = &steering.token;
             let waiting = self.pending.iter().any(|(i, a, _)| (*i, *a) == *key);
             if !placed.contains(key) && !waiting && !token.is_cancelled() {
                 tracing::warn!(
@@ -335,8 +337,8 @@ impl Worker {
             let key = (row.id, row.attempt);
             let mine = row.launched_by.as_deref() == Some(self.node.instance.as_str());
             match self.launched.get(&key) {
-                Some(token) if row.stop => token.cancel(),
-                Some(_) => {}
+                Some(steering) if row.stop => steering.token.cancel(),
+                Some(steering) => steering.set_paused(row.paused),
                 // Noted by this instance, but the answer was lost: noting it again is
                 // harmless, and it never reached the supervisor.
                 None if row.launched_by.is_none() || mine => new.push(row),
@@ -374,16 +376,19 @@ impl Worker {
                     continue;
                 }
             };
-            let token = CancellationToken::new();
+            let (steering, paused) = Steering::new();
             if row.stop {
-                token.cancel();
+                steering.token.cancel();
             }
-            self.launched.insert((row.id, row.attempt), token.clone());
+            steering.set_paused(row.paused);
+            let token = steering.token.clone();
+            self.launched.insert((row.id, row.attempt), steering);
             let launch = Launch {
                 id: row.id,
                 attempt: row.attempt,
                 spec,
                 token,
+                paused,
             };
             self.runner.launch(&runtime, launch);
         }

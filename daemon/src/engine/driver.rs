@@ -20,7 +20,7 @@ use super::records::StoreRecords;
 use super::state::{EngineState, NodeName, Nodes, running_attempts};
 use super::{EngineHandle, Input};
 use crate::events::EventBus;
-use crate::runner::{Launch, Report, ReportKind, Runner};
+use crate::runner::{Launch, Report, ReportKind, Runner, Steering};
 use crate::store::{GroupCommitter, PlacedAttempt, Snapshot, Store, StoreError, WriteBatch};
 
 /// What the engine needs from the rest of the daemon.
@@ -54,8 +54,9 @@ pub struct Engine {
     state: EngineState,
     committer: GroupCommitter,
     executor: Executor,
-    /// The token of each running attempt, with the attempt's number.
-    attempts: HashMap<TaskId, (u32, CancellationToken)>,
+    /// The steering of each running attempt (its stop and pause), with the attempt's
+    /// number.
+    attempts: HashMap<TaskId, (u32, Arc<Steering>)>,
     /// Attempts whose end was reported since the last step was prepared: once that step
     /// is durable, the runner lets go of what it kept for them (in a cluster, that step
     /// removes their placements).
@@ -90,6 +91,8 @@ struct Work {
     events: Vec<Event>,
     launches: Vec<Launch>,
     stops: Vec<CancellationToken>,
+    /// Attempts run here to pause (true) or resume.
+    pauses: Vec<(Arc<Steering>, bool)>,
     timers: Vec<Timer>,
     answers: Vec<Answer>,
     removed_logs: Vec<TaskId>,
@@ -231,9 +234,10 @@ impl Engine {
     fn prepare(&mut self, batch: &mut WriteBatch, effects: Effects) -> Work {
         let mut launches = Vec::new();
         for start in effects.launches {
-            let token = CancellationToken::new();
+            let (steering, paused) = Steering::new();
+            let token = steering.token.clone();
             self.attempts
-                .insert(start.id, (start.attempt, token.clone()));
+                .insert(start.id, (start.attempt, Arc::new(steering)));
             match start.node {
                 Some(node) => batch.placements.placed.push(PlacedAttempt {
                     id: start.id,
@@ -246,6 +250,7 @@ impl Engine {
                     attempt: start.attempt,
                     spec: start.spec,
                     token,
+                    paused,
                 }),
             }
         }
@@ -253,7 +258,17 @@ impl Engine {
         for id in &effects.stops {
             match self.attempts.get(id) {
                 Some((attempt, _)) if self.placed => batch.placements.stops.push((*id, *attempt)),
-                Some((_, token)) => stops.push(token.clone()),
+                Some((_, steering)) => stops.push(steering.token.clone()),
+                None => {}
+            }
+        }
+        let mut pauses = Vec::new();
+        for (id, paused) in effects.pauses {
+            match self.attempts.get(&id) {
+                Some((attempt, _)) if self.placed => {
+                    batch.placements.pauses.push((id, *attempt, paused));
+                }
+                Some((_, steering)) => pauses.push((steering.clone(), paused)),
                 None => {}
             }
         }
@@ -265,6 +280,7 @@ impl Engine {
             events: batch.events.clone(),
             launches,
             stops,
+            pauses,
             timers: effects.timers,
             answers: effects.answers,
             removed_logs: effects.removed_logs,
@@ -276,11 +292,11 @@ impl Engine {
     }
 }
 
-/// What the engine starts with: the running attempts that go on (by node), the token of
-/// each, and placements to remove.
+/// What the engine starts with: the running attempts that go on (by node), the steering
+/// of each, and placements to remove.
 type Adoption = (
     HashMap<TaskId, NodeName>,
-    HashMap<TaskId, (u32, CancellationToken)>,
+    HashMap<TaskId, (u32, Arc<Steering>)>,
     Vec<(TaskId, u32)>,
 );
 
@@ -301,7 +317,10 @@ async fn adopt_supervised(
     let interrupted = interrupted.filter(|id| !launched.contains(id)).collect();
     crate::orphans::kill_leftovers(runner.data_dir(), &interrupted);
     let nodes = adopted.iter().map(|a| (a.id, here.clone())).collect();
-    let attempts = adopted.into_iter().map(|a| (a.id, (a.attempt, a.token)));
+    let attempts = adopted.into_iter().map(|a| {
+        let steering = Arc::new(Steering::of(a.token, a.paused));
+        (a.id, (a.attempt, steering))
+    });
     Ok((nodes, attempts.collect(), Vec::new()))
 }
 
@@ -330,7 +349,7 @@ fn adopt_placed(
         });
         tracing::info!(task = id, attempt, %node, "following an attempt placed on a node");
         nodes.insert(id, node);
-        attempts.insert(id, (attempt, CancellationToken::new()));
+        attempts.insert(id, (attempt, Arc::new(Steering::new().0)));
     }
     let stale: Vec<(TaskId, u32)> = placed.into_keys().collect();
     (nodes, attempts, stale)
@@ -353,6 +372,9 @@ impl Executor {
                 }
                 for token in work.stops {
                     token.cancel();
+                }
+                for (steering, paused) in work.pauses {
+                    steering.set_paused(paused);
                 }
                 for timer in work.timers {
                     self.arm(timer);

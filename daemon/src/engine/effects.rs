@@ -33,6 +33,9 @@ pub struct Effects {
     pub launches: Vec<Start>,
     /// Tasks whose running attempt is to be stopped (a cancel or a shutdown).
     pub stops: Vec<TaskId>,
+    /// Tasks whose running attempt is to be paused (true: SIGSTOP) or resumed (false:
+    /// SIGCONT), in order.
+    pub pauses: Vec<(TaskId, bool)>,
     /// Retry timers to arm.
     pub timers: Vec<Timer>,
     /// Answers to requests.
@@ -55,6 +58,7 @@ impl Effects {
     fn is_empty(&self) -> bool {
         self.launches.is_empty()
             && self.stops.is_empty()
+            && self.pauses.is_empty()
             && self.timers.is_empty()
             && self.answers.is_empty()
             && self.removed_logs.is_empty()
@@ -136,6 +140,8 @@ answers! {
     Removed(super::Selection),
     /// An audit record written.
     Recorded(()),
+    /// The queue's controls after a change.
+    Queue(orch_protocol::QueueView),
 }
 
 /// `result`, unless the commit it depends on failed.

@@ -28,7 +28,8 @@ pub use state::{NodeName, NodeOffer, Nodes};
 use std::collections::HashSet;
 
 use orch_protocol::{
-    Actor, ErrorReply, Task, TaskId, TaskSpec, TestEnv, WorkflowId, WorkflowSummary,
+    Actor, ErrorReply, QueueChange, QueueView, Task, TaskId, TaskSpec, TestEnv, WorkflowId,
+    WorkflowSummary,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -66,6 +67,33 @@ pub enum Command {
         /// Which.
         id: TaskId,
         /// Answered once the task is queued durably.
+        reply: Reply<Task>,
+    },
+    /// Change the queue's controls (groups, limits, pauses).
+    ChangeQueue {
+        /// Who asked.
+        actor: Actor,
+        /// The change.
+        change: QueueChange,
+        /// Answered with the controls once the change is durable.
+        reply: Reply<QueueView>,
+    },
+    /// Pause a running task.
+    PauseTask {
+        /// Who asked.
+        actor: Actor,
+        /// Which.
+        id: TaskId,
+        /// Answered once the pause is durable.
+        reply: Reply<Task>,
+    },
+    /// Resume a paused task.
+    ResumeTask {
+        /// Who asked.
+        actor: Actor,
+        /// Which.
+        id: TaskId,
+        /// Answered once the resume is durable.
         reply: Reply<Task>,
     },
     /// Create a checked workflow and its step tasks.

@@ -108,6 +108,14 @@ pub fn document() -> Value {
     add("AuditReport", generator.subschema_for::<AuditReport>());
     add("AuditSegment", generator.subschema_for::<AuditSegment>());
     add("TokenSummary", generator.subschema_for::<TokenSummary>());
+    add(
+        "QueueView",
+        generator.subschema_for::<orch_protocol::QueueView>(),
+    );
+    add(
+        "QueueChange",
+        generator.subschema_for::<orch_protocol::QueueChange>(),
+    );
     let mut components: Map<String, Value> = generator.take_definitions(true).into_iter().collect();
     // The named schemas above are references into the definitions; keep the definitions.
     for (name, schema) in schemas {

@@ -45,6 +45,7 @@ pub(crate) fn source() -> (tempfile::TempDir, Arc<dyn Store>) {
     let running = TaskState::Running {
         attempt: 1,
         started_at: Utc::now(),
+        paused_at: None,
     };
     tasks.push(task(4, 0, running, Some("db")));
     let done = TaskState::Succeeded {

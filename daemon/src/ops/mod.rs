@@ -13,6 +13,7 @@ pub mod envs;
 mod error;
 pub mod logs;
 mod operation;
+pub mod queue;
 mod request_kind;
 mod table;
 pub mod tasks;

@@ -160,6 +160,10 @@ pub enum RouteId {
     EnvLogs,
     /// `GET /metrics`
     Metrics,
+    /// `GET /queue`
+    Queue,
+    /// `POST /queue`
+    QueueChange,
     /// `GET /audit`
     Audit,
     /// `GET /audit/verify`

@@ -39,6 +39,10 @@ pub enum RequestKind {
     EnvDelete,
     EnvLogs,
     Topologies,
+    Queue,
+    QueueChange,
+    PauseTask,
+    ResumeTask,
 }
 
 impl RequestKind {
@@ -77,6 +81,10 @@ impl RequestKind {
             Request::EnvDelete { .. } => RequestKind::EnvDelete,
             Request::EnvLogs { .. } => RequestKind::EnvLogs,
             Request::Topologies => RequestKind::Topologies,
+            Request::Queue => RequestKind::Queue,
+            Request::QueueChange { .. } => RequestKind::QueueChange,
+            Request::PauseTask { .. } => RequestKind::PauseTask,
+            Request::ResumeTask { .. } => RequestKind::ResumeTask,
         }
     }
 }

@@ -13,8 +13,9 @@
 //!   daemon's side of it (start it, hand it attempts, take over after a restart);
 //!   [`wire`]: what they share, on disk and on its socket.
 //!
-//! A timeout or a cancel stops the whole process group: SIGTERM, then SIGKILL after a
-//! grace period.
+//! A timeout or a cancel stops the whole process group: SIGTERM (and SIGCONT, so that a
+//! paused group receives it), then SIGKILL after a grace period. A pause stops the group
+//! with SIGSTOP until it is resumed (SIGCONT); its timeout keeps counting meanwhile.
 
 mod log;
 mod params;
@@ -33,7 +34,7 @@ use std::time::Duration;
 
 use orch_protocol::{AttemptOutcome, Progress, TaskId, TaskKind, TaskSpec};
 use tokio::process::Child;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::nu_command::{NuCommand, Owner, ParamsFile, Program};
@@ -56,6 +57,36 @@ pub struct Launch {
     pub spec: TaskSpec,
     /// Cancelled to stop the attempt.
     pub token: CancellationToken,
+    /// True while the attempt is to be paused (its process group stopped).
+    pub paused: watch::Receiver<bool>,
+}
+
+/// How the daemon steers an attempt it launched: its cancel, and whether it is paused.
+pub struct Steering {
+    /// Cancelled to stop the attempt.
+    pub token: CancellationToken,
+    /// True while the attempt is to be paused.
+    paused: watch::Sender<bool>,
+}
+
+impl Steering {
+    /// A new attempt's steering (running, not paused) and the launch's end of it.
+    pub fn new() -> (Steering, watch::Receiver<bool>) {
+        let (paused, receiver) = watch::channel(false);
+        let token = CancellationToken::new();
+        (Steering { token, paused }, receiver)
+    }
+
+    /// An adopted attempt's steering.
+    pub fn of(token: CancellationToken, paused: watch::Sender<bool>) -> Steering {
+        Steering { token, paused }
+    }
+
+    /// Pauses (`true`) or resumes the attempt; nothing is sent when it is so already.
+    pub fn set_paused(&self, paused: bool) {
+        self.paused
+            .send_if_modified(|now| std::mem::replace(now, paused) != paused);
+    }
 }
 
 /// What the runner says about an attempt.
@@ -265,7 +296,7 @@ impl Runner {
         let progress = Some(self.reporter(&launch));
         let mut out = tokio::spawn(pump_output(stdout, log.clone(), progress));
         let mut err = tokio::spawn(pump_output(stderr, log, None));
-        let outcome = supervise(&mut child, launch.spec.timeout_ms, &launch.token).await;
+        let outcome = supervise(&mut child, &launch).await;
         // Output after the process ended is still logged, for a short while; a background
         // child that keeps the pipes open is not followed further (its output is dropped,
         // and the pipes are closed on our side).
@@ -350,31 +381,48 @@ impl Runner {
     }
 }
 
-/// Waits for the process, its timeout, or a cancel, whichever comes first.
-async fn supervise(
-    child: &mut Child,
-    timeout_ms: Option<u64>,
-    token: &CancellationToken,
-) -> AttemptOutcome {
+/// Waits for the process, its timeout, or a cancel, whichever comes first; pauses and
+/// resumes its process group as `launch.paused` says meanwhile.
+async fn supervise(child: &mut Child, launch: &Launch) -> AttemptOutcome {
+    let timeout_ms = launch.spec.timeout_ms;
     let timeout = async {
         match timeout_ms {
             Some(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
             None => std::future::pending().await,
         }
     };
-    tokio::select! {
-        status = child.wait() => match status {
-            Ok(status) => outcome_of(status),
-            Err(e) => AttemptOutcome::SpawnFailed { error: e.to_string() },
-        },
-        () = timeout => {
-            stop_group(child).await;
-            AttemptOutcome::TimedOut { after_ms: timeout_ms.unwrap_or_default() }
+    tokio::pin!(timeout);
+    let mut paused = launch.paused.clone();
+    let mut pause_open = true;
+    if *paused.borrow_and_update() {
+        pause_group(child, true);
+    }
+    loop {
+        tokio::select! {
+            status = child.wait() => return match status {
+                Ok(status) => outcome_of(status),
+                Err(e) => AttemptOutcome::SpawnFailed { error: e.to_string() },
+            },
+            () = &mut timeout => {
+                stop_group(child).await;
+                return AttemptOutcome::TimedOut { after_ms: timeout_ms.unwrap_or_default() };
+            }
+            () = launch.token.cancelled() => {
+                stop_group(child).await;
+                return AttemptOutcome::Cancelled;
+            }
+            changed = paused.changed(), if pause_open => match changed {
+                Ok(()) => pause_group(child, *paused.borrow_and_update()),
+                Err(_) => pause_open = false, // no one steers it any more
+            },
         }
-        () = token.cancelled() => {
-            stop_group(child).await;
-            AttemptOutcome::Cancelled
-        }
+    }
+}
+
+/// Stops (`paused`: SIGSTOP) or continues (SIGCONT) the attempt's process group.
+fn pause_group(child: &Child, paused: bool) {
+    if let Some(pid) = child.id() {
+        signal_group(pid, if paused { libc::SIGSTOP } else { libc::SIGCONT });
     }
 }
 
@@ -391,6 +439,8 @@ fn outcome_of(status: ExitStatus) -> AttemptOutcome {
 async fn stop_group(child: &mut Child) {
     let Some(pid) = child.id() else { return };
     signal_group(pid, libc::SIGTERM);
+    // A paused group would hold the TERM until it is continued.
+    signal_group(pid, libc::SIGCONT);
     if tokio::time::timeout(KILL_GRACE, child.wait())
         .await
         .is_err()

@@ -23,7 +23,8 @@ use serde::{Deserialize, Serialize};
 use super::{ReportKind, RunnerConfig};
 
 /// The version of the messages below; a daemon refuses a supervisor that speaks another.
-pub(super) const PROTOCOL: u32 = 1;
+/// Version 2 added [`ToSupervisor::Pause`].
+pub(super) const PROTOCOL: u32 = 2;
 
 /// The line a new supervisor prints on its standard output once its socket listens.
 pub(super) const READY: &str = "ready";
@@ -54,6 +55,15 @@ pub(super) enum ToSupervisor {
         id: TaskId,
         /// Which attempt.
         attempt: u32,
+    },
+    /// Pause the attempt's process group (SIGSTOP), or continue it (SIGCONT).
+    Pause {
+        /// The task.
+        id: TaskId,
+        /// Which attempt.
+        attempt: u32,
+        /// Paused (true) or running (false).
+        paused: bool,
     },
     /// Stop an attempt the store does not know, and forget it (no outcome).
     Discard {

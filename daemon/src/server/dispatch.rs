@@ -139,6 +139,12 @@ pub async fn dispatch(
             return super::streams::env_log(ctx, conn, id, follow).await;
         }
         Request::Topologies => Ok(Response::Topologies(Box::new(ops::envs::topologies(ctx)))),
+        Request::Queue => ops::queue::view(ctx).map(Response::Queue),
+        Request::QueueChange { change } => ops::queue::change(ctx, actor, change)
+            .await
+            .map(Response::Queue),
+        Request::PauseTask { id } => ops::queue::pause_task(ctx, actor, id).await.map(task),
+        Request::ResumeTask { id } => ops::queue::resume_task(ctx, actor, id).await.map(task),
     };
     conn.send(&answer.unwrap_or_else(|e| Response::Error(e.reply())))
         .await

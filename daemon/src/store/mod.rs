@@ -12,7 +12,9 @@ pub(crate) mod conformance;
 pub mod postgres;
 pub mod redb;
 
-use orch_protocol::{Event, Task, TaskFilter, TaskId, TaskStatus, TestEnv, Workflow, WorkflowId};
+use orch_protocol::{
+    Event, QueueControls, Task, TaskFilter, TaskId, TaskStatus, TestEnv, Workflow, WorkflowId,
+};
 
 use crate::audit::AuditRecord;
 
@@ -105,6 +107,8 @@ pub struct WriteBatch {
     /// Attempts placed on, stopped on and taken back from the nodes of a cluster (only a
     /// cluster's store, PostgreSQL, is given any).
     pub placements: PlacementWrites,
+    /// The queue's controls (groups, pauses) to store in place of the current ones.
+    pub controls: Option<QueueControls>,
 }
 
 /// What a batch changes in the placements of a cluster's attempts: each row tells a node
@@ -115,6 +119,9 @@ pub struct PlacementWrites {
     pub placed: Vec<PlacedAttempt>,
     /// Attempts to stop, as `(task, attempt)` (a cancel or a shutdown).
     pub stops: Vec<(TaskId, u32)>,
+    /// Attempts to pause (`true`: SIGSTOP) or resume (`false`: SIGCONT), as
+    /// `(task, attempt, paused)`.
+    pub pauses: Vec<(TaskId, u32, bool)>,
     /// Attempts whose end the batch records, as `(task, attempt)`: their rows go.
     pub done: Vec<(TaskId, u32)>,
 }
@@ -122,7 +129,10 @@ pub struct PlacementWrites {
 impl PlacementWrites {
     /// True when there is nothing to write.
     pub fn is_empty(&self) -> bool {
-        self.placed.is_empty() && self.stops.is_empty() && self.done.is_empty()
+        self.placed.is_empty()
+            && self.stops.is_empty()
+            && self.pauses.is_empty()
+            && self.done.is_empty()
     }
 }
 
@@ -156,6 +166,8 @@ impl WriteBatch {
         self.migration_underway = other.migration_underway.or(self.migration_underway);
         self.placements.placed.extend(other.placements.placed);
         self.placements.stops.extend(other.placements.stops);
+        self.placements.pauses.extend(other.placements.pauses);
+        self.controls = other.controls.or(self.controls.take());
         self.placements.done.extend(other.placements.done);
     }
 
@@ -185,6 +197,7 @@ impl WriteBatch {
             && self.ids_used_through.is_none()
             && self.migration_underway.is_none()
             && self.placements.is_empty()
+            && self.controls.is_none()
     }
 }
 
@@ -217,6 +230,8 @@ pub struct Snapshot {
     pub last_task_id: u64,
     /// A migration into this store began and did not finish: it holds part of its source.
     pub migration_underway: bool,
+    /// The queue's controls (the default ones when none were ever stored).
+    pub controls: QueueControls,
 }
 
 /// A durable home for tasks and events (and, through [`AuditLog`], the audit log).
@@ -266,6 +281,9 @@ pub trait Store: AuditLog + Send + Sync + 'static {
     /// The events up to this sequence number were removed by the event retention (0:
     /// none was).
     fn events_removed_through(&self) -> Result<u64, StoreError>;
+
+    /// The queue's controls (groups, pauses) as last stored.
+    fn queue_controls(&self) -> Result<QueueControls, StoreError>;
 
     /// How many tasks are in each status.
     fn count_by_status(&self) -> Result<Vec<(TaskStatus, u64)>, StoreError>;

@@ -44,6 +44,8 @@ pub struct Draft {
     pub priority: i32,
     /// How many of its tasks may run at once.
     pub parallel_limit: Option<u32>,
+    /// The group its tasks run in (none: the default group).
+    pub group: Option<String>,
     /// Whether a failure starts a rollback.
     pub rollback_enabled: bool,
     /// Its steps, dependencies first.

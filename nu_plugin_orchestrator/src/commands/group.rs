@@ -19,6 +19,13 @@ pub const ORCH: Group = Group {
     extra_description: "Start the daemon with `orch daemon start`, submit work with `orch submit`, and follow it with `orch tasks`, `orch watch` and `orch logs`.",
 };
 
+/// `orch group`
+pub const GROUP: Group = Group {
+    name: "orch group",
+    description: "Groups of tasks, each with its own parallel limit and pause.",
+    extra_description: "Every task runs in a group: the one `orch submit --group` (or a workflow's --group) names, else `default`. Change a limit at run time with `orch parallel N --group NAME`; hold a group with `orch pause --group NAME`.",
+};
+
 /// `orch daemon`
 pub const DAEMON: Group = Group {
     name: "orch daemon",

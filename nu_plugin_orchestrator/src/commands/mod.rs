@@ -23,9 +23,15 @@ mod daemon_stop;
 mod examples;
 mod extensions;
 mod group;
+mod group_add;
+mod group_list;
+mod group_remove;
 mod health;
 mod help;
 pub mod logs;
+mod parallel;
+mod pause;
+mod queue_change;
 mod retry;
 mod submit;
 mod task;
@@ -60,6 +66,13 @@ pub fn all() -> Vec<Box<dyn PluginCommand<Plugin = OrchestratorPlugin>>> {
         Box::new(wait::Wait),
         Box::new(cancel::CANCEL),
         Box::new(retry::RETRY),
+        Box::new(pause::PAUSE),
+        Box::new(pause::RESUME),
+        Box::new(parallel::Parallel),
+        Box::new(group::GROUP),
+        Box::new(group_list::GroupList),
+        Box::new(group_add::GroupAdd),
+        Box::new(group_remove::GroupRemove),
         Box::new(watch::Watch),
         Box::new(logs::Logs),
         Box::new(clean::Clean),

@@ -28,7 +28,7 @@ impl PluginCommand for Submit {
     }
 
     fn extra_description(&self) -> &str {
-        r#"The program runs directly, without a shell, in the current directory. Pipe in a record to submit one task, or a list of records to submit many in one durable step; each record takes the same settings as the flags (command, nu, script, priority, retries, backoff, max_backoff, timeout, after, label, on, params, cwd, env), and the flags give defaults for every record.
+        r#"The program runs directly, without a shell, in the current directory. Pipe in a record to submit one task, or a list of records to submit many in one durable step; each record takes the same settings as the flags (command, nu, script, priority, retries, backoff, max_backoff, timeout, after, label, group, on, params, cwd, env), and the flags give defaults for every record.
 
 A task reports progress by printing a JSON line such as {"progress": 40, "message": "installing"} on its standard output."#
     }
@@ -110,6 +110,12 @@ A task reports progress by printing a JSON line such as {"progress": 40, "messag
                 SyntaxShape::String,
                 "A label to find the task by.",
                 Some('l'),
+            )
+            .named(
+                "group",
+                SyntaxShape::String,
+                "The group it runs in (default: default): the group's parallel limit and pause apply to it (`orch group list`).",
+                Some('g'),
             )
             .named(
                 "on",

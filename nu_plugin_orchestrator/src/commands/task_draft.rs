@@ -224,7 +224,7 @@ impl TaskDraft {
                     value.span(),
                     "unknown task field",
                     format!(
-                        "`{name}` is not a task setting (use command, nu, script, priority, retries, backoff, max_backoff, timeout, at, delay, after, label, on, params, cwd, env)"
+                        "`{name}` is not a task setting (use command, nu, script, priority, retries, backoff, max_backoff, timeout, at, delay, after, label, group, on, params, cwd, env)"
                     ),
                 ));
             }
@@ -346,6 +346,10 @@ impl TaskDraft {
             "on" => {
                 self.spec.on = node_labels(value)?;
                 "on"
+            }
+            "group" => {
+                self.spec.group = Some(as_string(value)?);
+                "group"
             }
             "params" => {
                 self.spec.params = value_to_json(value)?;
@@ -478,7 +482,7 @@ mod tests {
         assert_eq!(error.msg, "unknown task field");
         let (text, at) = label_span(&error);
         assert!(text.starts_with("`node` is not a task setting"), "{text}");
-        assert!(text.contains("label, on, params"), "{text}");
+        assert!(text.contains("label, group, on, params"), "{text}");
         assert_eq!(at, span(2));
     }
 }

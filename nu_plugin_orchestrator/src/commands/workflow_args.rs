@@ -66,6 +66,12 @@ fn run_flags(signature: Signature) -> Signature {
             "When a step fails, compensate the completed steps (rollback scripts).",
             Some('r'),
         )
+        .named(
+            "group",
+            SyntaxShape::String,
+            "The group its steps run in (`orch group list`; default: default).",
+            Some('g'),
+        )
 }
 
 /// The infra flags' values.
@@ -136,6 +142,7 @@ fn run_options(call: &EvaluatedCall) -> Result<RunOptions, LabeledError> {
         priority,
         parallel_limit,
         rollback_enabled: call.has_flag("rollback")?,
+        group: args::flag(call, "group")?,
     })
 }
 

@@ -153,6 +153,9 @@ pub struct BatchWorkflow {
     /// Queue priority of its operations.
     #[serde(default)]
     pub priority: i32,
+    /// The group its operations run in (default: the default group).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
     /// The operations.
     #[serde(deserialize_with = "bounded_list")]
     #[cfg_attr(feature = "schema", schemars(with = "Vec<Operation>"))]

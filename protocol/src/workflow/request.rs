@@ -63,6 +63,9 @@ pub struct RunOptions {
     /// When a step fails, compensate the completed steps with their rollback scripts.
     #[serde(default, deserialize_with = "named::rollback_enabled")]
     pub rollback_enabled: bool,
+    /// The group its steps run in (`orch group list`; default: the default group).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
 }
 
 /// Create servers of an infra (and install the taskservs its settings list for them).

@@ -18,8 +18,9 @@ use crate::store::TaskWrite;
 /// attempt is tried again.
 pub(super) const START_RETRY_DELAY: Duration = Duration::from_secs(2);
 
-/// How many queued tasks that no node can take now one turn sets aside looking for one
-/// that can run, at most (each may have to be read from the store).
+/// How many queued tasks that no node can take now, or that their group holds back, one
+/// turn sets aside looking for one that can run, at most (each may have to be read from
+/// the store).
 const MAX_PASSED_OVER: usize = 256;
 
 impl EngineState {
@@ -29,12 +30,16 @@ impl EngineState {
     /// behind it go on; the waiting ones are looked at again, first, whenever a slot
     /// frees or the nodes change.
     pub(super) fn dispatch(&mut self) {
+        if self.controls.paused {
+            return; // the whole queue is paused: nothing starts
+        }
         if std::mem::take(&mut self.unplaced_changed) {
             self.place_waiting();
         }
         let mut passed_over = 0;
         while matches!(self.lifecycle, Lifecycle::Serving) && self.nodes.has_room() {
             let Some(id) = self.ready.pop() else { break };
+            let read_in = self.cold.contains_key(&id);
             if !self.hold_live(id) {
                 continue; // a stale entry: finished (and let go of) since it was queued
             }
@@ -42,6 +47,17 @@ impl EngineState {
             if !matches!(task.state, TaskState::Queued { .. }) {
                 continue; // a stale entry: cancelled or already started
             }
+            if !self.group_allows(id) {
+                // Its group is paused or at its limit: held back until it frees. Only
+                // those read from the store count (a read one makes this step settle,
+                // and the next turn go on).
+                passed_over += usize::from(read_in);
+                if passed_over == MAX_PASSED_OVER {
+                    break;
+                }
+                continue;
+            }
+            let task = &self.tasks[&id];
             let Some(node) = self.nodes.pick(&task.spec.on) else {
                 let key = (Reverse(task.spec.priority), id);
                 self.unplaced.insert(key, task.spec.on.clone());
@@ -72,7 +88,7 @@ impl EngineState {
             let id = key.1;
             let queued =
                 self.hold_live(id) && matches!(self.tasks[&id].state, TaskState::Queued { .. });
-            if queued && self.take_workflow_slot(id) {
+            if queued && self.group_allows(id) && self.take_workflow_slot(id) {
                 self.start_attempt(id, node);
             }
         }
@@ -82,6 +98,7 @@ impl EngineState {
     fn start_attempt(&mut self, id: TaskId, node: NodeName) {
         let started_at = self.now;
         let placed = self.nodes.placed().then(|| node.clone());
+        let group = self.group_of(&self.tasks[&id].spec);
         let task = self.tasks.get_mut(&id).expect("a queued task");
         let attempt = task.attempts.len() as u32 + 1;
         task.attempts.push(Attempt {
@@ -93,22 +110,26 @@ impl EngineState {
         });
         task.progress = None;
         let mut spec = task.spec.clone();
-        // Running it does not need its start time (a node of an earlier version could
-        // not read a spec that has one).
+        // Running it needs neither its start time nor its group (a node of an earlier
+        // version could not read a spec that has them).
         spec.not_before = None;
+        spec.group = None;
         self.transition(
             id,
             TaskState::Running {
                 attempt,
                 started_at,
+                paused_at: None,
             },
             EventKind::Started { attempt },
         );
         self.nodes.take(&node);
+        self.group_started(&group);
         let running = Running {
             attempt,
             stop: None,
             node,
+            group,
         };
         self.running.insert(id, running);
         let start = Start {
@@ -164,6 +185,7 @@ impl EngineState {
         self.nodes.free(&running.node);
         self.unplaced_changed = true;
         self.release_workflow_slot(id);
+        self.group_stopped(&running.group);
         Some(running)
     }
 

@@ -12,6 +12,8 @@
 //! - `attempts`: starting attempts, their ends, retries with backoff, progress;
 //! - `workflows` (requests), `workflow_advance` (success, failure, rollback rounds) and
 //!   `workflow_limits` (the per-workflow parallel limit);
+//! - `groups`: groups with their parallel limits, and pausing the queue, a group or a
+//!   running task;
 //! - `placement`: the nodes attempts run on (this daemon, or a cluster's), their slots
 //!   and labels;
 //! - `recovery` (after a restart), `clean` (`orch clean`), `queue`, `backoff`;
@@ -22,6 +24,7 @@
 mod attempts;
 mod backoff;
 mod clean;
+mod groups;
 mod live;
 pub mod placement;
 mod queue;
@@ -37,11 +40,13 @@ mod workflows;
 mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use orch_protocol::{
-    Actor, ErrorReply, Event, EventKind, Task, TaskId, TaskState, TestEnv, Workflow, WorkflowId,
+    Actor, ErrorReply, Event, EventKind, QueueControls, Task, TaskId, TaskState, TestEnv, Workflow,
+    WorkflowId,
 };
 use tokio::sync::oneshot;
 
@@ -72,6 +77,8 @@ struct Running {
     stop: Option<StopReason>,
     /// The node it runs on.
     node: NodeName,
+    /// The group it counts in.
+    group: Arc<str>,
 }
 
 /// Where the engine is in its life.
@@ -105,6 +112,12 @@ pub struct EngineState {
     workflow_running: HashMap<WorkflowId, usize>,
     /// Ready tasks held back by their workflow's parallel limit.
     deferred: HashMap<WorkflowId, ReadyQueue>,
+    /// The queue's controls: whether it is paused, and the groups.
+    controls: QueueControls,
+    /// How many tasks of each group run now.
+    group_running: HashMap<Arc<str>, usize>,
+    /// Ready tasks held back by their group (paused, or at its limit).
+    held_back: groups::HeldBack,
     /// Workflows whose tasks changed since they were last looked at.
     touched_workflows: BTreeSet<WorkflowId>,
     /// Running tasks whose progress changed since it was last written: only the latest
@@ -150,6 +163,9 @@ impl EngineState {
             workflows: HashMap::new(),
             workflow_running: HashMap::new(),
             deferred: HashMap::new(),
+            controls: QueueControls::default(),
+            group_running: HashMap::new(),
+            held_back: HashMap::new(),
             touched_workflows: BTreeSet::new(),
             progress_dirty: BTreeSet::new(),
             progress_in_flight: false,
@@ -258,6 +274,23 @@ impl EngineState {
             Command::Retry { actor, id, reply } => {
                 let outcome = self.retry(id, reply);
                 self.audit_on(actor, "retry", id, outcome);
+            }
+            Command::ChangeQueue {
+                actor,
+                change,
+                reply,
+            } => {
+                let params = serde_json::to_value(&change).unwrap_or_default();
+                let outcome = self.change_queue(change, reply);
+                self.audit(actor, "queue_change", params, outcome);
+            }
+            Command::PauseTask { actor, id, reply } => {
+                let outcome = self.pause_task(id, reply);
+                self.audit_on(actor, "pause", id, outcome);
+            }
+            Command::ResumeTask { actor, id, reply } => {
+                let outcome = self.resume_task(id, reply);
+                self.audit_on(actor, "resume", id, outcome);
             }
             Command::Shutdown {
                 done,

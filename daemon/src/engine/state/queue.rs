@@ -43,6 +43,17 @@ impl ReadyQueue {
         self.heap.reserve(more);
     }
 
+    /// How many entries it holds (stale ones included).
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.heap.len()
+    }
+
+    /// True when no task waits in it.
+    pub fn is_empty(&self) -> bool {
+        self.heap.is_empty()
+    }
+
     /// Takes the task that should run next.
     pub fn pop(&mut self) -> Option<TaskId> {
         self.heap.pop().map(|e| e.id)

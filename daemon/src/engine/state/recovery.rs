@@ -48,6 +48,7 @@ impl EngineState {
     ) -> (EngineState, Step) {
         let next_seq = snapshot.last_event_seq + 1;
         let mut state = EngineState::empty(records, nodes, next_seq, now);
+        state.controls = snapshot.controls;
         let highest = snapshot
             .tasks
             .iter()
@@ -99,6 +100,16 @@ impl EngineState {
     /// (with its workflow's and its node's slots); its outcome comes as a report.
     fn resume(&mut self, id: TaskId, attempt: u32, node: NodeName) {
         self.nodes.take(&node);
+        let task = &self.tasks[&id];
+        let group = self.group_of(&task.spec);
+        if let TaskState::Running {
+            paused_at: Some(_), ..
+        } = task.state
+        {
+            // Its processes are stopped already; the runner's new steering learns it.
+            self.step.effects.pauses.push((id, true));
+        }
+        self.group_started(&group);
         let stop = None;
         self.running.insert(
             id,
@@ -106,6 +117,7 @@ impl EngineState {
                 attempt,
                 stop,
                 node,
+                group,
             },
         );
         if let Some(step) = &self.tasks[&id].spec.workflow {

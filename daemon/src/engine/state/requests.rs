@@ -35,6 +35,7 @@ impl EngineState {
         for (index, spec) in specs.iter().enumerate() {
             validate(spec, index)?;
             self.placeable(spec, index)?;
+            self.grouped(spec, index)?;
             self.startable(spec, index)?;
             // Ids are assigned in submission order, so a task may also name a task that
             // comes before it in the same batch (never itself or a later one: no cycles).

@@ -133,6 +133,11 @@ impl EngineState {
 
     /// Cancels a task that is not running (waiting, queued or between attempts).
     pub(super) fn cancel_waiting(&mut self, id: TaskId) {
+        let task = &self.tasks[&id];
+        if matches!(task.state, TaskState::Queued { .. }) {
+            let group = self.group_of(&task.spec);
+            self.group_task_dropped(&group);
+        }
         self.transition(
             id,
             TaskState::Cancelled { at: self.now },

@@ -21,13 +21,23 @@ impl EngineState {
     /// for the audit log.
     pub(super) fn submit_workflow(
         &mut self,
-        draft: Draft,
+        mut draft: Draft,
         reply: Reply<WorkflowSummary>,
     ) -> Outcome {
+        if let Some(group) = &draft.group {
+            for step in &mut draft.steps {
+                let specs = std::iter::once(&mut step.spec).chain(step.rollback.as_mut());
+                specs.for_each(|spec| spec.group = Some(group.clone()));
+            }
+        }
         for (index, step) in draft.steps.iter().enumerate() {
             let checked = std::iter::once(&step.spec).chain(&step.rollback);
             if let Err(mut error) = checked
-                .map(|spec| validate(spec, index).and_then(|()| self.placeable(spec, index)))
+                .map(|spec| {
+                    validate(spec, index)
+                        .and_then(|()| self.placeable(spec, index))
+                        .and_then(|()| self.grouped(spec, index))
+                })
                 .collect::<Result<Vec<_>, _>>()
             {
                 error.message = format!("step `{}`: {}", step.id, error.message);

@@ -70,6 +70,8 @@ pub fn bind(id: RouteId, method: Method) -> MethodRouter<Arc<Context>> {
         RouteId::EnvRun => on(method, envs::run),
         RouteId::EnvDelete => on(method, envs::delete),
         RouteId::EnvLogs => on(method, envs::logs),
+        RouteId::Queue => on(method, system::queue),
+        RouteId::QueueChange => on(method, system::queue_change),
         RouteId::Tokens => on(method, tokens::list),
         RouteId::TokenCreate => on(method, tokens::create),
         RouteId::TokenRevoke => on(method, tokens::revoke),

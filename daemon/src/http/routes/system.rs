@@ -1,9 +1,9 @@
-//! `/health`, `/openapi.json`, `/metrics`, `/extensions/*` and `/audit*`.
+//! `/health`, `/openapi.json`, `/metrics`, `/extensions/*`, `/queue` and `/audit*`.
 
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Extension, Query, State};
 use axum::http::header;
 use axum::response::IntoResponse;
@@ -11,7 +11,7 @@ use orch_protocol::AuditFilter;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{Answer, Ctx};
+use super::{Answer, Caller, Ctx};
 use crate::metrics::Metrics;
 use crate::ops::{self, Context};
 
@@ -23,6 +23,21 @@ pub async fn health(State(ctx): Ctx) -> Answer {
 /// `GET /cluster`
 pub async fn cluster(State(ctx): Ctx) -> Answer {
     Ok(Json(ops::daemon::cluster(&ctx)?).into_response())
+}
+
+/// `GET /queue`
+pub async fn queue(State(ctx): Ctx) -> Answer {
+    Ok(Json(ops::queue::view(&ctx)?).into_response())
+}
+
+/// `POST /queue`: a change of the queue's controls.
+pub async fn queue_change(
+    State(ctx): Ctx,
+    Extension(caller): Extension<Caller>,
+    body: Result<Json<orch_protocol::QueueChange>, JsonRejection>,
+) -> Answer {
+    let Json(change) = body?;
+    Ok(Json(ops::queue::change(&ctx, caller.actor, change).await?).into_response())
 }
 
 /// `GET /openapi.json`

@@ -34,6 +34,8 @@ pub struct Adopted {
     pub attempt: u32,
     /// Cancelled to stop it.
     pub token: CancellationToken,
+    /// Set to true to pause it, to false to resume it.
+    pub paused: watch::Sender<bool>,
     /// False for an attempt the previous daemon recorded as running but died before
     /// handing to the supervisor (which lived all along and never heard of it): it is
     /// reported as not started, and is tried again without using an attempt; the
@@ -131,25 +133,47 @@ impl Runner {
             let reason = "the supervisor went away before the attempt started".to_string();
             return reporter.send(ReportKind::NotStarted(reason));
         }
-        let follower = self.follower(&link, key, reporter, launch.token);
-        state.followers.insert(key, follower);
+        // The launch goes first: the follower may pass a pause on at once.
         let _ = link.to.send(line);
+        let follower = self.follower(&link, key, reporter, launch.token, launch.paused);
+        state.followers.insert(key, follower);
     }
 
     /// A follower of attempt `key` on `link`, whose cancel goes to the supervisor once
-    /// `token` is cancelled.
+    /// `token` is cancelled, and each change of `paused` (the current value first, when
+    /// it is a pause).
     fn follower(
         &self,
         link: &Link,
         key: AttemptKey,
         reporter: Reporter,
         token: CancellationToken,
+        mut paused: watch::Receiver<bool>,
     ) -> Follower {
-        let cancel = link.clone();
+        let to = link.clone();
         let watcher = tokio::spawn(async move {
-            token.cancelled().await;
             let (id, attempt) = key;
-            cancel.send(&ToSupervisor::Cancel { id, attempt });
+            let pause = |paused: bool| ToSupervisor::Pause {
+                id,
+                attempt,
+                paused,
+            };
+            if *paused.borrow_and_update() {
+                to.send(&pause(true));
+            }
+            loop {
+                tokio::select! {
+                    () = token.cancelled() => break,
+                    changed = paused.changed() => match changed {
+                        Ok(()) => to.send(&pause(*paused.borrow_and_update())),
+                        Err(_) => {
+                            token.cancelled().await;
+                            break;
+                        }
+                    },
+                }
+            }
+            to.send(&ToSupervisor::Cancel { id, attempt });
         });
         Follower {
             reporter,
@@ -193,13 +217,14 @@ impl Runner {
                 attempt,
             };
             let token = CancellationToken::new();
+            let (paused, paused_rx) = watch::channel(false);
             let launched = if let Some(ended) = ended.remove(&key) {
                 tracing::info!(task = id, attempt, outcome = ?ended.outcome, at_ms = ended.at_ms, "collected an attempt that ended while the daemon was down");
                 reporter.send(ended.report());
                 true
             } else if alive.remove(&key) {
                 tracing::info!(task = id, attempt, "re-attached to a running attempt");
-                let follower = self.follower(&link, key, reporter, token.clone());
+                let follower = self.follower(&link, key, reporter, token.clone(), paused_rx);
                 self.supervision.state().followers.insert(key, follower);
                 true
             } else if !hello.fresh {
@@ -218,6 +243,7 @@ impl Runner {
                 id,
                 attempt,
                 token,
+                paused,
                 launched,
             });
         }

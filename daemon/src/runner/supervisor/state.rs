@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt as _;
 use tokio::net::unix::OwnedWriteHalf;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::super::wire::{
@@ -31,6 +31,8 @@ enum Held {
     /// Running; cancelled to stop it; `discard` once it is to leave no outcome.
     Running {
         token: CancellationToken,
+        /// True while it is to be paused.
+        paused: watch::Sender<bool>,
         discard: bool,
         /// When it was launched (the monotonic clock, in ms).
         launched_ms: u64,
@@ -174,6 +176,15 @@ impl Supervisor {
                     token.cancel();
                 }
             }
+            ToSupervisor::Pause {
+                id,
+                attempt,
+                paused: wanted,
+            } => {
+                if let Some(Held::Running { paused, .. }) = self.held.get(&(id, attempt)) {
+                    paused.send_replace(wanted);
+                }
+            }
             ToSupervisor::Discard { id, attempt } => {
                 if let Some(Held::Running { token, discard, .. }) =
                     self.held.get_mut(&(id, attempt))
@@ -217,10 +228,12 @@ impl Supervisor {
             // Reported interrupted: launched before the lapse, ended after it.
             token.cancel();
         }
+        let (paused, paused_rx) = watch::channel(false);
         self.held.insert(
             key,
             Held::Running {
                 token: token.clone(),
+                paused,
                 discard: self.orphaned,
                 launched_ms: monotonic_ms(),
             },
@@ -232,6 +245,7 @@ impl Supervisor {
             attempt: key.1,
             spec,
             token,
+            paused: paused_rx,
         };
         let ended = self.ended_tx.clone();
         tokio::spawn(async move {

@@ -60,6 +60,7 @@ macro_rules! conformance_tests {
             audit_entries_are_sealed_in_order_onto_a_chain_that_verifies,
             archiving_is_refused_when_the_log_changed_and_nothing_changes,
             a_store_migrated_into_this_one_and_out_again_is_the_same,
+            the_queue_controls_are_stored_whole_and_default_until_then,
         );
     };
     (@cases $fixture:expr; $($case:ident),* $(,)?) => {
@@ -97,6 +98,7 @@ fn running() -> TaskState {
     TaskState::Running {
         attempt: 1,
         started_at: Utc::now(),
+        paused_at: None,
     }
 }
 
@@ -277,4 +279,49 @@ pub(crate) fn trimmed_events_are_gone_for_good_and_the_numbering_goes_on(fixture
     assert_eq!(store.events_removed_through().unwrap(), 5);
     assert_eq!(store.load().unwrap().last_event_seq, 5);
     assert_eq!(store.last_event_seq().unwrap(), 5);
+}
+
+/// The queue's controls: the default ones until a batch stores some, then the last ones
+/// stored, in the snapshot and on their own, across a reopen; a paused running task's
+/// record keeps its pause.
+pub(crate) fn the_queue_controls_are_stored_whole_and_default_until_then(fixture: &dyn Fixture) {
+    use orch_protocol::{GroupSettings, QueueControls};
+    let store = fixture.open();
+    assert_eq!(store.queue_controls().unwrap(), QueueControls::default());
+    assert_eq!(store.load().unwrap().controls, QueueControls::default());
+    let mut controls = QueueControls {
+        paused: true,
+        ..QueueControls::default()
+    };
+    let deploy = GroupSettings {
+        parallel: Some(2),
+        paused: true,
+    };
+    controls.groups.insert("deploy".into(), deploy);
+    let mut paused = task(1, 0, running());
+    if let TaskState::Running { paused_at, .. } = &mut paused.state {
+        *paused_at = Some(Utc::now());
+    }
+    paused.spec.group = Some("deploy".into());
+    let batch = WriteBatch {
+        controls: Some(controls.clone()),
+        tasks: vec![TaskWrite {
+            task: paused.clone(),
+            previous: None,
+        }],
+        ..WriteBatch::default()
+    };
+    store.commit(&batch).unwrap();
+    controls.paused = false;
+    let batch = WriteBatch {
+        controls: Some(controls.clone()),
+        ..WriteBatch::default()
+    };
+    store.commit(&batch).unwrap();
+    drop(store);
+    let store = fixture.open();
+    assert_eq!(store.queue_controls().unwrap(), controls);
+    let snapshot = store.load().unwrap();
+    assert_eq!(snapshot.controls, controls);
+    assert_eq!(snapshot.tasks, vec![paused]);
 }

@@ -370,6 +370,10 @@ impl Store for PostgresStore {
         self.meta(EVENTS_REMOVED_THROUGH)
     }
 
+    fn queue_controls(&self) -> Result<orch_protocol::QueueControls, StoreError> {
+        self.read(|conn| async move { read::controls(&conn).await })
+    }
+
     fn count_by_status(&self) -> Result<Vec<(TaskStatus, u64)>, StoreError> {
         let counts = self.read(|conn| async move {
             let mut counts = std::collections::HashMap::new();

@@ -42,6 +42,8 @@ pub struct NodeAttempt {
     pub spec: String,
     /// The leader asked for it to be stopped.
     pub stop: bool,
+    /// The leader asked for it to be paused (until this is false again).
+    pub paused: bool,
     /// The worker instance that started it, if one did.
     pub launched_by: Option<String>,
 }
@@ -79,6 +81,7 @@ pub struct NodeSlots {
 pub(super) struct PlacementRows {
     placed: (Vec<i64>, Vec<i32>, Vec<String>, Vec<String>),
     stops: (Vec<i64>, Vec<i32>),
+    pauses: (Vec<i64>, Vec<i32>, Vec<bool>),
     done: (Vec<i64>, Vec<i32>),
 }
 
@@ -92,9 +95,16 @@ impl PlacementRows {
             placed.2.push(p.node.clone());
             placed.3.push(super::encode("a task spec", &p.spec)?);
         }
+        let mut pauses = (Vec::new(), Vec::new(), Vec::new());
+        for (id, attempt, paused) in &writes.pauses {
+            pauses.0.push(signed("task", *id)?);
+            pauses.1.push(attempt_column(*attempt));
+            pauses.2.push(*paused);
+        }
         Ok(PlacementRows {
             placed,
             stops: key_columns(&writes.stops)?,
+            pauses,
             done: key_columns(&writes.done)?,
         })
     }
@@ -125,7 +135,20 @@ impl PlacementRows {
                 vec![&self.stops.0, &self.stops.1],
             );
         }
-        if !p.0.is_empty() || !self.stops.0.is_empty() {
+        let q = &self.pauses;
+        if !q.0.is_empty() {
+            // In order: the last change of an attempt in the batch is the one that stays.
+            steps.push(
+                "UPDATE cluster_attempts AS c SET paused = s.paused
+                 FROM (SELECT DISTINCT ON (task_id, attempt) task_id, attempt, paused
+                       FROM UNNEST($1::int8[], $2::int4[], $3::bool[]) WITH ORDINALITY
+                            AS u(task_id, attempt, paused, n)
+                       ORDER BY task_id, attempt, n DESC) AS s
+                 WHERE c.task_id = s.task_id AND c.attempt = s.attempt",
+                vec![&q.0, &q.1, &q.2],
+            );
+        }
+        if !p.0.is_empty() || !self.stops.0.is_empty() || !q.0.is_empty() {
             steps.push("SELECT pg_notify($1, '')", vec![&ATTEMPTS_CHANNEL]);
         }
     }
@@ -220,7 +243,7 @@ impl PostgresStore {
         self.read(|conn| async move {
             let rows = conn
                 .query(
-                    "SELECT task_id, attempt, spec, stop, launched_by FROM cluster_attempts
+                    "SELECT task_id, attempt, spec, stop, launched_by, paused FROM cluster_attempts
                      WHERE node = $1 AND outcome IS NULL ORDER BY task_id",
                     &[&node],
                 )
@@ -233,6 +256,7 @@ impl PostgresStore {
                     spec: row.try_get(2).map_err(pg)?,
                     stop: row.try_get(3).map_err(pg)?,
                     launched_by: row.try_get(4).map_err(pg)?,
+                    paused: row.try_get(5).map_err(pg)?,
                 });
             }
             Ok(attempts)

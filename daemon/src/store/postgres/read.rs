@@ -203,6 +203,7 @@ pub(super) fn snapshot(bridge: &Bridge) -> Result<Snapshot, StoreError> {
             None => 0,
         };
         let migration_underway = conn.query_opt(sql, &[&MIGRATION_UNDERWAY]).await?;
+        let controls = controls(&conn).await?;
         Ok(Snapshot {
             tasks,
             workflows,
@@ -211,6 +212,7 @@ pub(super) fn snapshot(bridge: &Bridge) -> Result<Snapshot, StoreError> {
             last_event_seq: last_event_seq(&conn).await?,
             last_task_id,
             migration_underway: migration_underway.is_some(),
+            controls,
         })
     })
 }
@@ -231,5 +233,18 @@ pub(super) fn scan_status(
         let id: i64 = row.try_get(0).map_err(pg)?;
         each(decode(&format!("task {id}"), row.try_get(1).map_err(pg)?)?);
         Ok(ControlFlow::Continue(()))
+    })
+}
+
+/// The queue's controls as stored (the default ones when none were).
+pub(super) async fn controls(conn: &Conn) -> Result<orch_protocol::QueueControls, StoreError> {
+    let sql = "SELECT body FROM queue_controls";
+    let Some(row) = conn.query_opt(sql, &[]).await? else {
+        return Ok(orch_protocol::QueueControls::default());
+    };
+    let body: String = row.try_get(0).map_err(pg)?;
+    serde_json::from_str(&body).map_err(|e| StoreError::Corrupt {
+        what: "the queue's controls".into(),
+        error: e.to_string(),
     })
 }

@@ -48,6 +48,8 @@ pub(super) struct Plan {
     audit: Vec<AuditRecord>,
     migration_underway: Option<bool>,
     placements: PlacementRows,
+    /// The queue's controls, as JSON.
+    controls: Option<String>,
 }
 
 impl Plan {
@@ -129,6 +131,11 @@ impl Plan {
             audit: batch.audit.clone(),
             migration_underway: batch.migration_underway,
             placements: PlacementRows::of(&batch.placements)?,
+            controls: batch
+                .controls
+                .as_ref()
+                .map(|c| encode("the queue's controls", c))
+                .transpose()?,
         })
     }
 
@@ -215,6 +222,13 @@ impl Plan {
             sealed.write(&mut steps);
         }
         self.placements.write(&mut steps);
+        if let Some(controls) = &self.controls {
+            steps.push(
+                "INSERT INTO queue_controls (body) VALUES ($1)
+                 ON CONFLICT (only_row) DO UPDATE SET body = EXCLUDED.body",
+                vec![controls],
+            );
+        }
         match self.migration_underway {
             Some(true) => steps.push(
                 "INSERT INTO meta (key, value) VALUES ($1, 1) ON CONFLICT (key) DO NOTHING",

@@ -6,6 +6,9 @@
 //! - Layout 3: tasks may be delayed (status code 8) and carry a start time, which a daemon
 //!   of an earlier layout cannot read: nothing to migrate, the version makes it refuse
 //!   the file.
+//! - Layout 4: tasks may name a group, and running ones be paused; the `settings` table
+//!   holds the queue's controls. Nothing to migrate (an absent table reads as the default
+//!   controls); the version makes an earlier daemon refuse the file.
 //!
 //! A migration runs in one write transaction: a crash during it leaves the file at its
 //! old layout, migrated again at the next open. A file of a newer layout is refused (this
@@ -18,7 +21,7 @@ use super::{BY_LABEL, META, TASKS, WORKFLOWS, backend, decode};
 use crate::store::StoreError;
 
 /// The layout this daemon writes.
-pub(super) const CURRENT: u64 = 3;
+pub(super) const CURRENT: u64 = 4;
 
 /// The `meta` key holding the layout version.
 const LAYOUT: &str = "layout";

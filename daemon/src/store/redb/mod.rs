@@ -49,6 +49,11 @@ const TEST_ENVS: TableDefinition<u64, &[u8]> = TableDefinition::new("test_envs")
 const BY_LABEL: TableDefinition<(&str, u64), ()> = TableDefinition::new("tasks_by_label");
 const WORKFLOW_STATUS: TableDefinition<u64, &str> = TableDefinition::new("workflow_status");
 const WORKFLOW_COUNTS: TableDefinition<&str, u64> = TableDefinition::new("workflow_counts");
+/// Small JSON settings by name: the queue's controls under [`QUEUE_CONTROLS`].
+const SETTINGS: TableDefinition<&str, &[u8]> = TableDefinition::new("settings");
+
+/// The `settings` key of the queue's controls (groups, pauses).
+const QUEUE_CONTROLS: &str = "queue_controls";
 
 /// The highest task id ever assigned (ids are never reused, even after `orch clean`).
 const LAST_TASK_ID: &str = "last_task_id";
@@ -199,6 +204,11 @@ impl Store for RedbStore {
             out.push((status.value().to_string(), n.value()));
         }
         Ok(out)
+    }
+
+    fn queue_controls(&self) -> Result<orch_protocol::QueueControls, StoreError> {
+        let txn = self.db.begin_read().map_err(backend)?;
+        read::controls(&txn)
     }
 
     fn count_by_status(&self) -> Result<Vec<(TaskStatus, u64)>, StoreError> {

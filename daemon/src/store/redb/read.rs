@@ -8,7 +8,8 @@ use ::redb::{ReadTransaction, ReadableTable, ReadableTableMetadata};
 use orch_protocol::{Task, TaskFilter, TaskId, TaskStatus, TestEnv, Workflow};
 
 use super::{
-    BY_LABEL, BY_STATUS, LAST_TASK_ID, META, MIGRATION_UNDERWAY, QUEUE, TASKS, TEST_ENVS, WORKFLOWS,
+    BY_LABEL, BY_STATUS, LAST_TASK_ID, META, MIGRATION_UNDERWAY, QUEUE, QUEUE_CONTROLS, SETTINGS,
+    TASKS, TEST_ENVS, WORKFLOWS,
 };
 use super::{backend, decode};
 use crate::store::{Snapshot, StoreError};
@@ -61,7 +62,17 @@ pub(super) fn snapshot(txn: &ReadTransaction) -> Result<Snapshot, StoreError> {
         last_event_seq: 0,
         last_task_id,
         migration_underway: meta.get(MIGRATION_UNDERWAY).map_err(backend)?.is_some(),
+        controls: controls(txn)?,
     })
+}
+
+/// The queue's controls as stored (the default ones when none were).
+pub(super) fn controls(txn: &ReadTransaction) -> Result<orch_protocol::QueueControls, StoreError> {
+    let settings = txn.open_table(SETTINGS).map_err(backend)?;
+    match settings.get(QUEUE_CONTROLS).map_err(backend)? {
+        Some(body) => decode("the queue's controls", body.value()),
+        None => Ok(orch_protocol::QueueControls::default()),
+    }
 }
 
 /// Every record of a JSON table, by id.

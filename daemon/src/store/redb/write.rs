@@ -7,8 +7,8 @@ use orch_protocol::TaskStatus;
 
 use super::{
     BY_LABEL, BY_STATUS, COUNTS, EVENTS, EVENTS_REMOVED_THROUGH, LAST_TASK_ID, META,
-    MIGRATION_UNDERWAY, QUEUE, TASKS, TEST_ENVS, WORKFLOW_COUNTS, WORKFLOW_STATUS, WORKFLOWS,
-    queue_key,
+    MIGRATION_UNDERWAY, QUEUE, QUEUE_CONTROLS, SETTINGS, TASKS, TEST_ENVS, WORKFLOW_COUNTS,
+    WORKFLOW_STATUS, WORKFLOWS, queue_key,
 };
 use crate::store::WriteBatch;
 
@@ -91,6 +91,11 @@ pub(super) fn apply(txn: &WriteTransaction, batch: &WriteBatch) -> Result<(), re
     }
     if !batch.audit.is_empty() {
         super::audit::append(txn, &batch.audit)?;
+    }
+    if let Some(controls) = &batch.controls {
+        let body = serde_json::to_vec(controls).expect("the queue's controls serialize");
+        txn.open_table(SETTINGS)?
+            .insert(QUEUE_CONTROLS, body.as_slice())?;
     }
     match batch.migration_underway {
         Some(true) => drop(txn.open_table(META)?.insert(MIGRATION_UNDERWAY, 1)?),

@@ -33,6 +33,7 @@ pub fn expand(r: &BatchRequest, sources: &Sources) -> Result<Draft, ExpandError>
         priority: w.priority,
         parallel_limit: w.parallel_limit,
         rollback_enabled: w.rollback_enabled,
+        group: w.group.clone(),
         ..RunOptions::default()
     };
     let mut draft = empty_draft(w.name.clone(), WorkflowKind::Batch, &run);

@@ -67,6 +67,7 @@ fn empty_draft(name: String, kind: WorkflowKind, run: &RunOptions) -> Draft {
         request: serde_json::Value::Null,
         priority: run.priority,
         parallel_limit: run.parallel_limit,
+        group: run.group.clone(),
         rollback_enabled: run.rollback_enabled,
         steps: Vec::new(),
     }

@@ -14,6 +14,7 @@ mod cancels;
 mod cleaning;
 mod delays;
 mod dependencies;
+mod groups;
 mod live;
 mod ordering;
 mod placement;
@@ -102,6 +103,7 @@ fn draft(steps: &[(&str, &[&str], bool)], parallel_limit: Option<u32>, rollback:
         request: serde_json::json!({}),
         priority: 0,
         parallel_limit,
+        group: None,
         rollback_enabled: rollback,
         steps: steps
             .iter()
@@ -402,6 +404,7 @@ impl Harness {
             last_event_seq: self.state.next_seq - 1,
             last_task_id: self.state.next_id - 1,
             migration_underway: false,
+            controls: self.state.controls.clone(),
         }
     }
 }

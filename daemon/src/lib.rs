@@ -15,6 +15,7 @@
 //!   cancel, hard and soft dependencies, workflows with rollback, and crash recovery; one
 //!   task owns all of it.
 //! - [`extensions`]: providers, taskservs and cluster definitions read from manifests.
+//! - [`schedules`]: the times of a schedule (cron pattern, time zone).
 //! - [`workflows`]: workflow requests expanded into a checked DAG of steps, and plans.
 //! - [`testenv`]: test environments in containers (Docker API), with their recovery.
 //! - [`runner`]: runs one attempt of a task as a process group, with its log and progress.
@@ -52,6 +53,7 @@ pub mod policy;
 pub mod redact;
 pub mod retention;
 pub mod runner;
+pub mod schedules;
 pub mod server;
 pub mod shutdown;
 pub mod socket;
@@ -267,6 +269,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         nodes,
         placement,
         fatal: fatal.clone(),
+        expander: Arc::new(ops::workflow_submit::Expander {
+            modules_dir: common.modules_dir.clone(),
+            workspace: common.workspace.clone(),
+            data_dir: common.data_dir.clone(),
+        }),
     };
     let stored_envs = snapshot.test_envs.clone();
     let last_task_id = snapshot.last_task_id;

@@ -11,7 +11,10 @@
 
 use std::borrow::Cow;
 
-use orch_protocol::{Response, Task, TaskSpec, TestEnv, Workflow, WorkflowView};
+use orch_protocol::{
+    Response, Schedule, ScheduleView, ScheduledWork, Task, TaskSpec, TestEnv, Workflow,
+    WorkflowView,
+};
 
 use crate::audit::{REDACTED, is_secret_name, redact};
 use crate::policy::Role;
@@ -76,6 +79,34 @@ impl Redact for WorkflowView {
     }
 }
 
+impl Redact for Schedule {
+    fn redact(&mut self) {
+        match &mut self.spec.work {
+            ScheduledWork::Task { task } => task.redact(),
+            ScheduledWork::Workflow { workflow } => {
+                let mut value = serde_json::to_value(&**workflow).unwrap_or_default();
+                redact(&mut value);
+                // No typed field of a request is named like a secret, so the redacted
+                // request reads back; were it not to, nothing of it is shown.
+                match serde_json::from_value(value) {
+                    Ok(redacted) => *workflow = redacted,
+                    Err(_) => {
+                        self.spec.work = ScheduledWork::Task {
+                            task: Box::new(TaskSpec::command(REDACTED, Vec::new())),
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Redact for ScheduleView {
+    fn redact(&mut self) {
+        self.schedule.redact();
+    }
+}
+
 impl Redact for TestEnv {
     fn redact(&mut self) {
         for node in self.diagnostics.iter_mut().flat_map(|d| d.nodes.iter_mut()) {
@@ -98,6 +129,8 @@ impl Redact for Response {
             Response::Workflow(view) => view.redact(),
             Response::Env(env) => env.redact(),
             Response::Envs { envs } => envs.redact(),
+            Response::Schedule(schedule) => schedule.redact(),
+            Response::Schedules { schedules } => schedules.redact(),
             // No submitted values in these (the audit log is admin-only and redacted when
             // written).
             Response::Health(_)

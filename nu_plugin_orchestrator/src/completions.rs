@@ -137,6 +137,19 @@ pub fn task_statuses() -> Vec<DynamicSuggestion> {
         .collect()
 }
 
+/// Fixed words, each with what it means.
+pub fn words(listed: &[(&str, &str)]) -> Vec<DynamicSuggestion> {
+    listed
+        .iter()
+        .map(|(value, description)| DynamicSuggestion {
+            value: value.to_string(),
+            description: Some(description.to_string()),
+            append_whitespace: true,
+            ..DynamicSuggestion::default()
+        })
+        .collect()
+}
+
 /// What a named argument's value names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Names {

@@ -20,6 +20,7 @@ pub mod connection;
 pub mod convert;
 pub mod json;
 pub mod queue_values;
+pub mod schedule_values;
 pub mod testenv_values;
 pub mod workflow_values;
 

@@ -15,6 +15,7 @@
 //! - [`extensions`]: the providers, taskservs and clusters workflows are built from.
 //! - [`testenv`]: test environments (requests, stored records, topologies).
 //! - [`queue`]: groups, their parallel limits, and pausing the queue, a group or a task.
+//! - [`schedule`]: tasks and workflows submitted at the times of a cron pattern.
 //! - [`message`]: the handshake and the typed requests and responses.
 //! - [`client`]: a blocking client over a Unix socket (no async runtime, so the plugin
 //!   stays small and starts fast).
@@ -39,6 +40,7 @@ pub mod ids;
 pub mod message;
 pub mod paths;
 pub mod queue;
+pub mod schedule;
 pub mod state;
 pub mod task;
 pub mod testenv;
@@ -53,6 +55,7 @@ pub use filters::*;
 pub use health::*;
 pub use message::{ErrorKind, ErrorReply, Hello, Request, Response, Welcome};
 pub use queue::*;
+pub use schedule::*;
 pub use state::*;
 pub use task::*;
 pub use testenv::*;

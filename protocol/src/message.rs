@@ -8,6 +8,7 @@ use crate::extensions::ExtensionsReport;
 use crate::filters::{CleanFilter, TaskFilter};
 use crate::health::HealthReport;
 use crate::queue::{QueueChange, QueueView};
+use crate::schedule::{Schedule, ScheduleChange, ScheduleSpec, ScheduleView};
 use crate::task::{Task, TaskId, TaskSpec};
 use crate::testenv::{EnvId, EnvRequest, TestEnv, TopologiesReport};
 use crate::workflow::{
@@ -235,6 +236,27 @@ pub enum Request {
         /// Which task.
         id: TaskId,
     },
+    /// Create a schedule. Answered by [`Response::Schedule`] once it is durable.
+    ScheduleAdd {
+        /// The schedule.
+        schedule: ScheduleSpec,
+    },
+    /// Every schedule, by name, with its upcoming times. Answered by
+    /// [`Response::Schedules`].
+    Schedules {
+        /// How many upcoming times of each (default 1, at most
+        /// [`crate::MAX_UPCOMING`]).
+        #[serde(default)]
+        upcoming: Option<u32>,
+    },
+    /// Pause, resume or remove a schedule. Answered by [`Response::Schedule`] (as it was
+    /// removed, for a removal) once the change is durable.
+    ScheduleChange {
+        /// Which schedule.
+        name: String,
+        /// The change.
+        change: ScheduleChange,
+    },
 }
 
 /// What the daemon answers.
@@ -329,6 +351,13 @@ pub enum Response {
     Topologies(Box<TopologiesReport>),
     /// The queue's controls and its groups.
     Queue(QueueView),
+    /// One schedule.
+    Schedule(Box<Schedule>),
+    /// Schedules, by name.
+    Schedules {
+        /// The schedules.
+        schedules: Vec<ScheduleView>,
+    },
     /// The request failed; nothing was changed.
     Error(ErrorReply),
 }

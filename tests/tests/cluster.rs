@@ -830,3 +830,35 @@ fn a_pause_asked_of_a_standby_stops_the_task_on_the_node_that_runs_it() {
     });
     standby.run(&format!("orch cancel {id} | ignore"));
 }
+
+#[test]
+fn a_schedule_goes_on_under_the_next_leader_and_no_time_runs_twice() {
+    let mut cluster = Cluster::start(&[]);
+    let standby = cluster.nodes[1].nu();
+    standby.run("orch schedule add tick '* * * * * *' --label tick true | ignore");
+    let runs = |nu: &Nu| {
+        nu.json("orch schedule list | where name == tick | get 0.runs")
+            .as_u64()
+            .unwrap_or(0)
+    };
+    eventually(Duration::from_secs(15), "two runs", || {
+        (runs(&standby) >= 2).then_some(())
+    });
+    cluster.nodes[0].kill9();
+    let next = cluster.leader(Some(0));
+    let nu = cluster.nodes[next].nu();
+    let before = runs(&nu);
+    eventually(
+        Duration::from_secs(20),
+        "runs under the next leader",
+        || (runs(&nu) >= before + 2).then_some(()),
+    );
+    nu.run("orch schedule pause tick | ignore");
+    let runs = runs(&nu);
+    let tasks = nu.json("orch tasks --label tick --limit 1000 | length");
+    assert_eq!(tasks.as_u64(), Some(runs), "one task per run");
+    let slots = nu.json(
+        "orch audit --limit 1000 | where action == schedule_run | get params.slot | uniq | length",
+    );
+    assert_eq!(slots.as_u64(), Some(runs), "no time ran twice");
+}

@@ -341,6 +341,27 @@ fn every_endpoint_answers_with_json_and_the_right_status() {
     let unknown = json!({"change": "parallel", "group": "nope", "limit": 1});
     let refused = shim.json("operator", "POST", "/queue", Some(&unknown), 404);
     assert_eq!(refused["error"]["field"], "group", "{refused}");
+    // Schedules: one made, listed with its upcoming times (a secret redacted for a
+    // viewer), a bad one refused naming its field, and removed.
+    let schedule = json!({
+        "name": "nightly", "cron": "0 3 * * *", "timezone": "Europe/Berlin",
+        "work": {"kind": "task", "task": {"kind": {"type": "command", "program": "true"},
+                 "env": {"API_TOKEN": "hunter2"}}}
+    });
+    let made = shim.json("operator", "POST", "/schedules", Some(&schedule), 201);
+    assert_eq!(made["spec"]["timezone"], "Europe/Berlin");
+    let listed = shim.json("viewer", "GET", "/schedules?upcoming=3", None, 200);
+    assert_eq!(listed[0]["upcoming"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        listed[0]["spec"]["work"]["task"]["env"]["API_TOKEN"],
+        "[redacted]"
+    );
+    let bad = json!({"name": "x", "cron": "0 3 * *", "work": schedule["work"]});
+    let refused = shim.json("operator", "POST", "/schedules", Some(&bad), 422);
+    assert_eq!(refused["error"]["field"], "cron", "{refused}");
+    let removed = shim.json("operator", "DELETE", "/schedules/nightly", None, 200);
+    assert_eq!(removed["spec"]["name"], "nightly");
+    shim.json("operator", "DELETE", "/schedules/nightly", None, 404);
 }
 
 #[test]

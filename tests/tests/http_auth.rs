@@ -16,6 +16,8 @@ fn the_auth_matrix_holds_on_every_route() {
         ("POST", "/test/environments/1/run"),
         ("DELETE", "/test/environments/1"),
         ("POST", "/queue"),
+        ("POST", "/schedules"),
+        ("DELETE", "/schedules/nope"),
     ];
     let reads = [
         "/tasks",
@@ -28,6 +30,7 @@ fn the_auth_matrix_holds_on_every_route() {
         "/extensions/clusters",
         "/metrics",
         "/queue",
+        "/schedules",
     ];
     let admin_only = [
         ("GET", "/audit"),

@@ -15,13 +15,14 @@ use orch_protocol::{Event, TaskId};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::effects::{Answer, Effects, Step, Timer};
+use super::effects::{Answer, Effects, Expansion, ScheduleTimer, Step, Timer};
 use super::records::StoreRecords;
 use super::state::{EngineState, NodeName, Nodes, running_attempts};
-use super::{EngineHandle, Input};
+use super::{Command, EngineHandle, Input};
 use crate::events::EventBus;
 use crate::runner::{Launch, Report, ReportKind, Runner, Steering};
 use crate::store::{GroupCommitter, PlacedAttempt, Snapshot, Store, StoreError, WriteBatch};
+use crate::workflows::Draft;
 
 /// What the engine needs from the rest of the daemon.
 pub struct EngineParts {
@@ -40,6 +41,18 @@ pub struct EngineParts {
     pub placement: Option<Placement>,
     /// Cancelled when the engine cannot go on (the store failed): the daemon stops.
     pub fatal: CancellationToken,
+    /// Expands scheduled workflows.
+    pub expander: Arc<dyn Expand>,
+}
+
+/// Expands a scheduled workflow from the workspace as it is at its run.
+pub trait Expand: Send + Sync + 'static {
+    /// The checked workflow of `request` (confined unless `owner`), or why it cannot be.
+    fn expand(
+        &self,
+        request: &orch_protocol::WorkflowRequest,
+        owner: bool,
+    ) -> Result<Draft, String>;
 }
 
 /// The placements of a cluster's attempts as the engine starts (read from the store).
@@ -68,6 +81,7 @@ pub struct Engine {
 /// What carries out a step's effects, on the committer's thread, once it is durable.
 #[derive(Clone)]
 struct Executor {
+    expander: Arc<dyn Expand>,
     bus: EventBus,
     runner: Runner,
     mailbox: mpsc::UnboundedSender<Input>,
@@ -94,6 +108,8 @@ struct Work {
     /// Attempts run here to pause (true) or resume.
     pauses: Vec<(Arc<Steering>, bool)>,
     timers: Vec<Timer>,
+    schedule_timers: Vec<ScheduleTimer>,
+    expansions: Vec<Expansion>,
     answers: Vec<Answer>,
     removed_logs: Vec<TaskId>,
     progress_written: bool,
@@ -135,6 +151,7 @@ impl Engine {
             "engine rebuilt: tasks held in full, queued by priority"
         );
         let executor = Executor {
+            expander: parts.expander,
             bus: parts.bus,
             runner,
             mailbox: sender.clone(),
@@ -263,11 +280,10 @@ impl Engine {
             }
         }
         let mut pauses = Vec::new();
-        for (id, paused) in effects.pauses {
+        for (id, attempt, paused) in effects.pauses {
             match self.attempts.get(&id) {
-                Some((attempt, _)) if self.placed => {
-                    batch.placements.pauses.push((id, *attempt, paused));
-                }
+                Some((running, _)) if *running != attempt => {} // a later attempt's
+                Some(_) if self.placed => batch.placements.pauses.push((id, attempt, paused)),
                 Some((_, steering)) => pauses.push((steering.clone(), paused)),
                 None => {}
             }
@@ -282,6 +298,8 @@ impl Engine {
             stops,
             pauses,
             timers: effects.timers,
+            schedule_timers: effects.schedule_timers,
+            expansions: effects.expansions,
             answers: effects.answers,
             removed_logs: effects.removed_logs,
             progress_written: effects.progress_written,
@@ -379,6 +397,12 @@ impl Executor {
                 for timer in work.timers {
                     self.arm(timer);
                 }
+                for timer in work.schedule_timers {
+                    self.arm_schedule(timer);
+                }
+                for expansion in work.expansions {
+                    self.expand(expansion);
+                }
                 for id in work.removed_logs {
                     self.runner.remove_log(id);
                 }
@@ -415,6 +439,47 @@ impl Executor {
         self.runtime.spawn(async move {
             tokio::time::sleep(delay).await;
             let _ = mailbox.send(Input::RetryDue { id, next_attempt });
+        });
+    }
+}
+
+impl Executor {
+    /// Arms a schedule's timer: at its time, the engine is told.
+    fn arm_schedule(&self, ScheduleTimer { schedule, due }: ScheduleTimer) {
+        let delay = (due - Utc::now()).to_std().unwrap_or_default();
+        let mailbox = self.mailbox.clone();
+        self.runtime.spawn(async move {
+            tokio::time::sleep(delay).await;
+            let _ = mailbox.send(Input::ScheduleDue {
+                name: schedule,
+                slot: due,
+            });
+        });
+    }
+
+    /// Expands a scheduled workflow (it reads files: off the engine's task), then hands
+    /// it to the engine.
+    fn expand(&self, expansion: Expansion) {
+        let (mailbox, expander) = (self.mailbox.clone(), self.expander.clone());
+        self.runtime.spawn(async move {
+            let Expansion {
+                schedule,
+                slot,
+                request,
+                owner,
+            } = expansion;
+            let expanded =
+                tokio::task::spawn_blocking(move || expander.expand(&request, owner)).await;
+            let draft = match expanded {
+                Ok(draft) => draft.map(Box::new),
+                Err(e) => Err(format!("the expansion failed: {e}")),
+            };
+            let fire = Command::FireSchedule {
+                name: schedule,
+                slot,
+                draft,
+            };
+            let _ = mailbox.send(Input::Request(fire));
         });
     }
 }

@@ -33,11 +33,16 @@ pub struct Effects {
     pub launches: Vec<Start>,
     /// Tasks whose running attempt is to be stopped (a cancel or a shutdown).
     pub stops: Vec<TaskId>,
-    /// Tasks whose running attempt is to be paused (true: SIGSTOP) or resumed (false:
-    /// SIGCONT), in order.
-    pub pauses: Vec<(TaskId, bool)>,
+    /// Running attempts to pause (true: SIGSTOP) or resume (false: SIGCONT), as
+    /// `(task, attempt, paused)`, in order (one of an attempt no longer running is
+    /// dropped).
+    pub pauses: Vec<(TaskId, u32, bool)>,
     /// Retry timers to arm.
     pub timers: Vec<Timer>,
+    /// Schedule timers to arm.
+    pub schedule_timers: Vec<ScheduleTimer>,
+    /// Scheduled workflows to expand (answered with [`super::Command::FireSchedule`]).
+    pub expansions: Vec<Expansion>,
     /// Answers to requests.
     pub answers: Vec<Answer>,
     /// Tasks removed by this batch whose logs are to be deleted.
@@ -60,6 +65,8 @@ impl Effects {
             && self.stops.is_empty()
             && self.pauses.is_empty()
             && self.timers.is_empty()
+            && self.schedule_timers.is_empty()
+            && self.expansions.is_empty()
             && self.answers.is_empty()
             && self.removed_logs.is_empty()
             && !self.progress_written
@@ -90,6 +97,28 @@ pub struct Timer {
     pub next_attempt: u32,
     /// When it fires.
     pub due: DateTime<Utc>,
+}
+
+/// A schedule's timer: at `due`, its time comes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleTimer {
+    /// The schedule.
+    pub schedule: String,
+    /// Its time.
+    pub due: DateTime<Utc>,
+}
+
+/// A scheduled workflow to expand from the workspace as it is now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expansion {
+    /// The schedule.
+    pub schedule: String,
+    /// The time it runs for.
+    pub slot: DateTime<Utc>,
+    /// The workflow.
+    pub request: orch_protocol::WorkflowRequest,
+    /// Whether the schedule's creator may name any workspace.
+    pub owner: bool,
 }
 
 /// A value a request may be answered with.
@@ -142,6 +171,8 @@ answers! {
     Recorded(()),
     /// The queue's controls after a change.
     Queue(orch_protocol::QueueView),
+    /// A schedule after a change.
+    Schedule(orch_protocol::Schedule),
 }
 
 /// `result`, unless the commit it depends on failed.

@@ -21,15 +21,15 @@ mod records;
 mod state;
 mod validate;
 
-pub use driver::{Engine, EngineParts, EngineStartError, Placement};
+pub use driver::{Engine, EngineParts, EngineStartError, Expand, Placement};
 pub use state::retention::{self, Keep, Rule, Selection};
 pub use state::{NodeName, NodeOffer, Nodes};
 
 use std::collections::HashSet;
 
 use orch_protocol::{
-    Actor, ErrorReply, QueueChange, QueueView, Task, TaskId, TaskSpec, TestEnv, WorkflowId,
-    WorkflowSummary,
+    Actor, ErrorReply, QueueChange, QueueView, Schedule, ScheduleChange, ScheduleSpec, Task,
+    TaskId, TaskSpec, TestEnv, WorkflowId, WorkflowSummary,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -77,6 +77,37 @@ pub enum Command {
         change: QueueChange,
         /// Answered with the controls once the change is durable.
         reply: Reply<QueueView>,
+    },
+    /// Create a schedule (a workflow's was checked by expanding it).
+    AddSchedule {
+        /// Who asked.
+        actor: Actor,
+        /// The schedule.
+        spec: ScheduleSpec,
+        /// Whether its creator may name any workspace.
+        owner: bool,
+        /// Answered with the schedule once it is durable.
+        reply: Reply<Schedule>,
+    },
+    /// Pause, resume or remove a schedule.
+    ChangeSchedule {
+        /// Who asked.
+        actor: Actor,
+        /// Which.
+        name: String,
+        /// The change.
+        change: ScheduleChange,
+        /// Answered with the schedule once the change is durable.
+        reply: Reply<Schedule>,
+    },
+    /// The driver expanded the workflow of a schedule's time (or could not).
+    FireSchedule {
+        /// The schedule.
+        name: String,
+        /// The time it runs for.
+        slot: chrono::DateTime<chrono::Utc>,
+        /// The workflow, or why it could not be expanded.
+        draft: Result<Box<Draft>, String>,
     },
     /// Pause a running task.
     PauseTask {
@@ -191,6 +222,13 @@ pub(crate) enum Input {
     Committed {
         /// The step's number.
         step: u64,
+    },
+    /// A schedule's time came.
+    ScheduleDue {
+        /// The schedule.
+        name: String,
+        /// The time.
+        slot: chrono::DateTime<chrono::Utc>,
     },
     /// The nodes of the cluster now: those that take attempts, and those that may still
     /// run some (the attempts of any other node are gone: interrupted).

@@ -116,6 +116,18 @@ pub fn document() -> Value {
         "QueueChange",
         generator.subschema_for::<orch_protocol::QueueChange>(),
     );
+    add(
+        "ScheduleSpec",
+        generator.subschema_for::<orch_protocol::ScheduleSpec>(),
+    );
+    add(
+        "Schedule",
+        generator.subschema_for::<orch_protocol::Schedule>(),
+    );
+    add(
+        "ScheduleView",
+        generator.subschema_for::<orch_protocol::ScheduleView>(),
+    );
     let mut components: Map<String, Value> = generator.take_definitions(true).into_iter().collect();
     // The named schemas above are references into the definitions; keep the definitions.
     for (name, schema) in schemas {

@@ -168,6 +168,7 @@ pub fn migrate(
     let batch = WriteBatch {
         test_envs: snapshot.test_envs,
         controls: Some(snapshot.controls),
+        schedules: snapshot.schedules,
         ids_used_through: Some(snapshot.last_task_id),
         events_removed_through: Some(source.events_removed_through().map_err(&read)?)
             .filter(|&through| through > 0),

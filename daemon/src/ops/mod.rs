@@ -15,6 +15,7 @@ pub mod logs;
 mod operation;
 pub mod queue;
 mod request_kind;
+pub mod schedules;
 mod table;
 pub mod tasks;
 pub mod watch;

@@ -164,6 +164,12 @@ pub enum RouteId {
     Queue,
     /// `POST /queue`
     QueueChange,
+    /// `POST /schedules`
+    ScheduleAdd,
+    /// `GET /schedules`
+    Schedules,
+    /// `DELETE /schedules/{id}`
+    ScheduleRemove,
     /// `GET /audit`
     Audit,
     /// `GET /audit/verify`

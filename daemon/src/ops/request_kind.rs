@@ -43,6 +43,9 @@ pub enum RequestKind {
     QueueChange,
     PauseTask,
     ResumeTask,
+    ScheduleAdd,
+    Schedules,
+    ScheduleChange,
 }
 
 impl RequestKind {
@@ -85,6 +88,9 @@ impl RequestKind {
             Request::QueueChange { .. } => RequestKind::QueueChange,
             Request::PauseTask { .. } => RequestKind::PauseTask,
             Request::ResumeTask { .. } => RequestKind::ResumeTask,
+            Request::ScheduleAdd { .. } => RequestKind::ScheduleAdd,
+            Request::Schedules { .. } => RequestKind::Schedules,
+            Request::ScheduleChange { .. } => RequestKind::ScheduleChange,
         }
     }
 }

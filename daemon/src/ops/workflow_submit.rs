@@ -13,11 +13,15 @@ use crate::workflows::{self, Draft, Sources};
 
 /// Refuses, for a confined submitter, a workspace other than the daemon's and a batch
 /// directory outside it.
-fn confine(ctx: &Context, request: &WorkflowRequest, submitter: Submitter) -> Result<(), AppError> {
+fn confine(
+    workspace: &std::path::Path,
+    request: &WorkflowRequest,
+    submitter: Submitter,
+) -> Result<(), AppError> {
     if submitter == Submitter::Owner {
         return Ok(());
     }
-    let root = ctx.workspace.canonicalize().ok();
+    let root = workspace.canonicalize().ok();
     let canonical = |path: &std::path::Path| path.canonicalize().ok();
     if let Some(given) = request.workspace()
         && (root.is_none() || canonical(given) != root)
@@ -43,19 +47,53 @@ fn confine(ctx: &Context, request: &WorkflowRequest, submitter: Submitter) -> Re
 }
 
 /// Expands and checks `request` against the extensions and the workspace.
-fn prepare(
+pub(super) fn prepare(
     ctx: &Context,
     request: &WorkflowRequest,
     submitter: Submitter,
 ) -> Result<Draft, AppError> {
-    confine(ctx, request, submitter)?;
-    let registry = Registry::load(&ctx.modules_dir);
-    let sources = Sources {
-        registry: &registry,
-        workspace: &ctx.workspace,
-        data_dir: &ctx.data_dir,
+    let expander = Expander {
+        modules_dir: ctx.modules_dir.clone(),
+        workspace: ctx.workspace.clone(),
+        data_dir: ctx.data_dir.clone(),
     };
-    Ok(workflows::prepare(request, &sources)?)
+    expander.prepare(request, submitter)
+}
+
+/// What workflows are expanded from: the extensions and the workspace (for a request
+/// now, or a schedule's at each run).
+pub struct Expander {
+    /// Where the extensions are read from.
+    pub modules_dir: std::path::PathBuf,
+    /// The daemon's workspace.
+    pub workspace: std::path::PathBuf,
+    /// The daemon's data directory.
+    pub data_dir: std::path::PathBuf,
+}
+
+impl Expander {
+    /// Expands and checks `request`, confined as `submitter` is.
+    fn prepare(&self, request: &WorkflowRequest, submitter: Submitter) -> Result<Draft, AppError> {
+        confine(&self.workspace, request, submitter)?;
+        let registry = Registry::load(&self.modules_dir);
+        let sources = Sources {
+            registry: &registry,
+            workspace: &self.workspace,
+            data_dir: &self.data_dir,
+        };
+        Ok(workflows::prepare(request, &sources)?)
+    }
+}
+
+impl crate::engine::Expand for Expander {
+    fn expand(&self, request: &WorkflowRequest, owner: bool) -> Result<Draft, String> {
+        let submitter = if owner {
+            Submitter::Owner
+        } else {
+            Submitter::Confined
+        };
+        self.prepare(request, submitter).map_err(|e| e.to_string())
+    }
 }
 
 /// `WorkflowPlan`.

@@ -67,6 +67,9 @@ pub struct Steering {
     pub token: CancellationToken,
     /// True while the attempt is to be paused.
     paused: watch::Sender<bool>,
+    /// An adopted attempt's: whatever it is, its first value is passed on (its processes
+    /// may be stopped or not whatever the daemon last asked).
+    unsure: std::sync::atomic::AtomicBool,
 }
 
 impl Steering {
@@ -74,16 +77,33 @@ impl Steering {
     pub fn new() -> (Steering, watch::Receiver<bool>) {
         let (paused, receiver) = watch::channel(false);
         let token = CancellationToken::new();
-        (Steering { token, paused }, receiver)
+        let unsure = false.into();
+        let steering = Steering {
+            token,
+            paused,
+            unsure,
+        };
+        (steering, receiver)
     }
 
-    /// An adopted attempt's steering.
+    /// An adopted attempt's steering: its first [`Self::set_paused`] is passed on even if
+    /// it says what the steering says already.
     pub fn of(token: CancellationToken, paused: watch::Sender<bool>) -> Steering {
-        Steering { token, paused }
+        let unsure = true.into();
+        Steering {
+            token,
+            paused,
+            unsure,
+        }
     }
 
-    /// Pauses (`true`) or resumes the attempt; nothing is sent when it is so already.
+    /// Pauses (`true`) or resumes the attempt; nothing is sent when it is so already
+    /// (except the first time for an adopted attempt).
     pub fn set_paused(&self, paused: bool) {
+        if self.unsure.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            self.paused.send_replace(paused);
+            return;
+        }
         self.paused
             .send_if_modified(|now| std::mem::replace(now, paused) != paused);
     }

@@ -145,6 +145,19 @@ pub async fn dispatch(
             .map(Response::Queue),
         Request::PauseTask { id } => ops::queue::pause_task(ctx, actor, id).await.map(task),
         Request::ResumeTask { id } => ops::queue::resume_task(ctx, actor, id).await.map(task),
+        Request::ScheduleAdd { schedule } => {
+            ops::schedules::add(ctx, actor, conn.submitter, schedule)
+                .await
+                .map(|s| Response::Schedule(Box::new(s)))
+        }
+        Request::Schedules { upcoming } => {
+            ops::schedules::list(ctx, upcoming).map(|schedules| Response::Schedules { schedules })
+        }
+        Request::ScheduleChange { name, change } => {
+            ops::schedules::change(ctx, actor, name, change)
+                .await
+                .map(|s| Response::Schedule(Box::new(s)))
+        }
     };
     conn.send(&answer.unwrap_or_else(|e| Response::Error(e.reply())))
         .await

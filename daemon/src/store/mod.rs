@@ -13,7 +13,8 @@ pub mod postgres;
 pub mod redb;
 
 use orch_protocol::{
-    Event, QueueControls, Task, TaskFilter, TaskId, TaskStatus, TestEnv, Workflow, WorkflowId,
+    Event, QueueControls, Schedule, Task, TaskFilter, TaskId, TaskStatus, TestEnv, Workflow,
+    WorkflowId,
 };
 
 use crate::audit::AuditRecord;
@@ -109,6 +110,10 @@ pub struct WriteBatch {
     pub placements: PlacementWrites,
     /// The queue's controls (groups, pauses) to store in place of the current ones.
     pub controls: Option<QueueControls>,
+    /// Schedules to insert or replace (by name).
+    pub schedules: Vec<Schedule>,
+    /// Schedules to remove, by name (after the writes above).
+    pub schedule_removals: Vec<String>,
 }
 
 /// What a batch changes in the placements of a cluster's attempts: each row tells a node
@@ -168,6 +173,8 @@ impl WriteBatch {
         self.placements.stops.extend(other.placements.stops);
         self.placements.pauses.extend(other.placements.pauses);
         self.controls = other.controls.or(self.controls.take());
+        self.schedules.extend(other.schedules);
+        self.schedule_removals.extend(other.schedule_removals);
         self.placements.done.extend(other.placements.done);
     }
 
@@ -198,6 +205,8 @@ impl WriteBatch {
             && self.migration_underway.is_none()
             && self.placements.is_empty()
             && self.controls.is_none()
+            && self.schedules.is_empty()
+            && self.schedule_removals.is_empty()
     }
 }
 
@@ -232,6 +241,8 @@ pub struct Snapshot {
     pub migration_underway: bool,
     /// The queue's controls (the default ones when none were ever stored).
     pub controls: QueueControls,
+    /// Every schedule, by name.
+    pub schedules: Vec<Schedule>,
 }
 
 /// A durable home for tasks and events (and, through [`AuditLog`], the audit log).
@@ -284,6 +295,9 @@ pub trait Store: AuditLog + Send + Sync + 'static {
 
     /// The queue's controls (groups, pauses) as last stored.
     fn queue_controls(&self) -> Result<QueueControls, StoreError>;
+
+    /// Every schedule, by name.
+    fn schedules(&self) -> Result<Vec<Schedule>, StoreError>;
 
     /// How many tasks are in each status.
     fn count_by_status(&self) -> Result<Vec<(TaskStatus, u64)>, StoreError>;

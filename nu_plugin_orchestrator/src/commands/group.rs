@@ -26,6 +26,13 @@ pub const GROUP: Group = Group {
     extra_description: "Every task runs in a group: the one `orch submit --group` (or a workflow's --group) names, else `default`. Change a limit at run time with `orch parallel N --group NAME`; hold a group with `orch pause --group NAME`.",
 };
 
+/// `orch schedule`
+pub const SCHEDULE: Group = Group {
+    name: "orch schedule",
+    description: "Tasks and workflows submitted at the times of a cron pattern, in a time zone (durable; missed times by policy).",
+    extra_description: "Add one with `orch schedule add NAME CRON ...`, see them with `orch schedule list` and `orch schedule next NAME`, and pause, resume or remove one by name.",
+};
+
 /// `orch daemon`
 pub const DAEMON: Group = Group {
     name: "orch daemon",

@@ -33,6 +33,9 @@ mod parallel;
 mod pause;
 mod queue_change;
 mod retry;
+mod schedule_add;
+mod schedule_change;
+mod schedule_list;
 mod submit;
 mod task;
 mod task_draft;
@@ -73,6 +76,13 @@ pub fn all() -> Vec<Box<dyn PluginCommand<Plugin = OrchestratorPlugin>>> {
         Box::new(group_list::GroupList),
         Box::new(group_add::GroupAdd),
         Box::new(group_remove::GroupRemove),
+        Box::new(group::SCHEDULE),
+        Box::new(schedule_add::ScheduleAdd),
+        Box::new(schedule_list::ScheduleList),
+        Box::new(schedule_list::ScheduleNext),
+        Box::new(schedule_change::PAUSE),
+        Box::new(schedule_change::RESUME),
+        Box::new(schedule_change::REMOVE),
         Box::new(watch::Watch),
         Box::new(logs::Logs),
         Box::new(clean::Clean),

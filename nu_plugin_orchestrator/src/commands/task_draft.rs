@@ -156,6 +156,17 @@ fn resolve(cwd: &Path, path: &str) -> PathBuf {
 impl TaskDraft {
     /// The draft the command line gives: its positional command and its flags.
     pub fn from_flags(call: &EvaluatedCall, cwd: &Path) -> Result<TaskDraft, LabeledError> {
+        TaskDraft::from_call(call, cwd, 0)
+    }
+
+    /// [`Self::from_flags`] for a command whose first `skip` positional arguments are its
+    /// own (`orch schedule add NAME CRON command...`): the command starts after them.
+    pub fn from_call(
+        call: &EvaluatedCall,
+        cwd: &Path,
+        skip: usize,
+    ) -> Result<TaskDraft, LabeledError> {
+        let command = call.positional.get(skip..).unwrap_or_default();
         let mut draft = TaskDraft {
             kind: None,
             spec: TaskSpec::command("", vec![]),
@@ -168,19 +179,15 @@ impl TaskDraft {
                 .find(|(n, v)| n.item == name && v.as_ref().is_some_and(|v| !v.is_nothing()))
                 .map(|(n, _)| ("--".to_string() + name, n.span))
         };
-        let positional = call
-            .positional
-            .first()
-            .map(|v| ("a command".to_string(), v.span()));
+        let positional = command.first().map(|v| ("a command".to_string(), v.span()));
         one_thing_to_run([positional, flag("nu"), flag("script")])?;
         if let (Some((_, at)), Some((_, delay))) = (flag("at"), flag("delay")) {
             return Err(LabeledError::new("two start times")
                 .with_label("--at here", at)
                 .with_label("and --delay here: give one of them", delay));
         }
-        if !call.positional.is_empty() {
-            let span = call.positional[0].span();
-            draft.set_command(&Value::list(call.positional.clone(), span), cwd)?;
+        if let Some(first) = command.first() {
+            draft.set_command(&Value::list(command.to_vec(), first.span()), cwd)?;
         }
         // A flag given `null` (as wrappers forward optional flags) counts as not given.
         for (name, value) in &call.named {

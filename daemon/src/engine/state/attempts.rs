@@ -47,6 +47,16 @@ impl EngineState {
             if !matches!(task.state, TaskState::Queued { .. }) {
                 continue; // a stale entry: cancelled or already started
             }
+            let Some(node) = self.nodes.pick(&task.spec.on) else {
+                let key = (Reverse(task.spec.priority), id);
+                self.unplaced.insert(key, task.spec.on.clone());
+                self.parked(id);
+                passed_over += 1;
+                if passed_over == MAX_PASSED_OVER {
+                    break; // the next turn (its commit is one) goes on
+                }
+                continue;
+            };
             if !self.group_allows(id) {
                 // Its group is paused or at its limit: held back until it frees. Only
                 // those read from the store count (a read one makes this step settle,
@@ -57,17 +67,8 @@ impl EngineState {
                 }
                 continue;
             }
-            let task = &self.tasks[&id];
-            let Some(node) = self.nodes.pick(&task.spec.on) else {
-                let key = (Reverse(task.spec.priority), id);
-                self.unplaced.insert(key, task.spec.on.clone());
-                passed_over += 1;
-                if passed_over == MAX_PASSED_OVER {
-                    break; // the next turn (its commit is one) goes on
-                }
-                continue;
-            };
             if !self.take_workflow_slot(id) {
+                self.parked(id);
                 continue; // its workflow is at its limit: deferred until a slot frees
             }
             self.start_attempt(id, node);
@@ -88,8 +89,13 @@ impl EngineState {
             let id = key.1;
             let queued =
                 self.hold_live(id) && matches!(self.tasks[&id].state, TaskState::Queued { .. });
-            if queued && self.group_allows(id) && self.take_workflow_slot(id) {
+            if !queued || !self.group_allows(id) {
+                continue;
+            }
+            if self.take_workflow_slot(id) {
                 self.start_attempt(id, node);
+            } else {
+                self.parked(id);
             }
         }
     }

@@ -79,6 +79,13 @@ impl EngineState {
         self.release_free(group, Some(1));
     }
 
+    /// Queued task `id` waits aside (for a node with its labels, or for its workflow's
+    /// limit) without taking its group's slot: a task its group held back may take it.
+    pub(super) fn parked(&mut self, id: TaskId) {
+        let group = self.group_of(&self.tasks[&id].spec);
+        self.release_free(&group, Some(1));
+    }
+
     /// Puts back in the ready queue as many of the tasks `group` held back as it has
     /// free slots (at most `at_most`; all when neither bounds it). Releasing only what
     /// can start keeps a long held-back queue from being read again and again.
@@ -171,6 +178,9 @@ impl EngineState {
             paused: false,
         };
         self.controls.groups.insert(name.clone(), settings);
+        // Tasks that name it and waited in the default group (it was removed once) go
+        // back to the queue, to wait in their own group from now on.
+        self.release_held(DEFAULT_GROUP, None);
         Ok(format!("group {name} added ({})", limit_words(parallel)))
     }
 
@@ -237,12 +247,15 @@ impl EngineState {
     }
 
     /// Pauses (or resumes) the running tasks of `group` (all when `None`) that are not so
-    /// already and are not being stopped; how many changed.
+    /// already and are not being stopped; how many changed. A resume of the whole queue
+    /// leaves the tasks of a paused group paused.
     fn set_running_paused(&mut self, group: Option<&str>, paused: bool) -> usize {
+        let group_paused = |name: &str| self.controls.groups.get(name).is_some_and(|g| g.paused);
         let mut ids: Vec<TaskId> = self
             .running
             .iter()
             .filter(|(_, r)| r.stop.is_none() && group.is_none_or(|g| *r.group == *g))
+            .filter(|(_, r)| paused || group.is_some() || !group_paused(&r.group))
             .map(|(id, _)| *id)
             .filter(|id| self.is_paused(*id) != paused)
             .collect();
@@ -287,7 +300,7 @@ impl EngineState {
             EventKind::Resumed { attempt }
         };
         self.transition(id, state, kind);
-        self.step.effects.pauses.push((id, paused));
+        self.step.effects.pauses.push((id, attempt, paused));
     }
 
     /// Pauses running task `id` (its processes get SIGSTOP).

@@ -31,6 +31,7 @@ mod queue;
 mod recovery;
 mod requests;
 pub mod retention;
+mod schedules;
 mod transitions;
 mod workflow_advance;
 mod workflow_limits;
@@ -118,6 +119,8 @@ pub struct EngineState {
     group_running: HashMap<Arc<str>, usize>,
     /// Ready tasks held back by their group (paused, or at its limit).
     held_back: groups::HeldBack,
+    /// The schedules.
+    schedules: schedules::Schedules,
     /// Workflows whose tasks changed since they were last looked at.
     touched_workflows: BTreeSet<WorkflowId>,
     /// Running tasks whose progress changed since it was last written: only the latest
@@ -166,6 +169,7 @@ impl EngineState {
             controls: QueueControls::default(),
             group_running: HashMap::new(),
             held_back: HashMap::new(),
+            schedules: schedules::Schedules::default(),
             touched_workflows: BTreeSet::new(),
             progress_dirty: BTreeSet::new(),
             progress_in_flight: false,
@@ -196,6 +200,7 @@ impl EngineState {
             Input::ProgressCommitted => self.progress_in_flight = false,
             Input::Committed { step } => self.committed(step),
             Input::Nodes { offers, holding } => self.nodes_changed(offers, &holding),
+            Input::ScheduleDue { name, slot } => self.schedule_due(name, slot),
         }
     }
 
@@ -284,6 +289,27 @@ impl EngineState {
                 let outcome = self.change_queue(change, reply);
                 self.audit(actor, "queue_change", params, outcome);
             }
+            Command::AddSchedule {
+                actor,
+                spec,
+                owner,
+                reply,
+            } => {
+                let params = serde_json::to_value(&spec).unwrap_or_default();
+                let outcome = self.add_schedule(actor.clone(), spec, owner, reply);
+                self.audit(actor, "schedule_add", params, outcome);
+            }
+            Command::ChangeSchedule {
+                actor,
+                name,
+                change,
+                reply,
+            } => {
+                let params = serde_json::json!({ "name": name, "change": change });
+                let outcome = self.change_schedule(&name, change, reply);
+                self.audit(actor, "schedule_change", params, outcome);
+            }
+            Command::FireSchedule { name, slot, draft } => self.fire_schedule(name, slot, draft),
             Command::PauseTask { actor, id, reply } => {
                 let outcome = self.pause_task(id, reply);
                 self.audit_on(actor, "pause", id, outcome);

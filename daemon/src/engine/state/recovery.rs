@@ -49,6 +49,10 @@ impl EngineState {
         let next_seq = snapshot.last_event_seq + 1;
         let mut state = EngineState::empty(records, nodes, next_seq, now);
         state.controls = snapshot.controls;
+        // The default group always exists (a stored record without it gets it back).
+        let default = orch_protocol::DEFAULT_GROUP.to_string();
+        state.controls.groups.entry(default).or_default();
+        state.recover_schedules(snapshot.schedules);
         let highest = snapshot
             .tasks
             .iter()
@@ -102,12 +106,13 @@ impl EngineState {
         self.nodes.take(&node);
         let task = &self.tasks[&id];
         let group = self.group_of(&task.spec);
-        if let TaskState::Running {
-            paused_at: Some(_), ..
-        } = task.state
-        {
-            // Its processes are stopped already; the runner's new steering learns it.
-            self.step.effects.pauses.push((id, true));
+        if let TaskState::Running { paused_at, .. } = task.state {
+            // Said either way: a resume committed just before the stop may not have
+            // reached its processes (the adopted steering passes the first value on).
+            self.step
+                .effects
+                .pauses
+                .push((id, attempt, paused_at.is_some()));
         }
         self.group_started(&group);
         let stop = None;

@@ -25,6 +25,16 @@ impl EngineState {
         reply: Reply<WorkflowSummary>,
     ) -> Outcome {
         if let Some(group) = &draft.group {
+            if !self.controls.groups.contains_key(group) {
+                let error = orch_protocol::ErrorReply::field(
+                    orch_protocol::ErrorKind::BadRequest,
+                    "group",
+                    format!(
+                        "the group {group:?} does not exist (`orch group add {group}` creates it)"
+                    ),
+                );
+                return self.refuse(reply, error);
+            }
             for step in &mut draft.steps {
                 let specs = std::iter::once(&mut step.spec).chain(step.rollback.as_mut());
                 specs.for_each(|spec| spec.group = Some(group.clone()));

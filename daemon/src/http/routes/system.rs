@@ -1,10 +1,11 @@
-//! `/health`, `/openapi.json`, `/metrics`, `/extensions/*`, `/queue` and `/audit*`.
+//! `/health`, `/openapi.json`, `/metrics`, `/extensions/*`, `/queue`, `/schedules` and
+//! `/audit*`.
 
 use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
-use axum::extract::{Extension, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::header;
 use axum::response::IntoResponse;
 use orch_protocol::AuditFilter;
@@ -38,6 +39,49 @@ pub async fn queue_change(
 ) -> Answer {
     let Json(change) = body?;
     Ok(Json(ops::queue::change(&ctx, caller.actor, change).await?).into_response())
+}
+
+/// `POST /schedules`: a new schedule (a confined submitter's workflow stays in the
+/// daemon's workspace).
+pub async fn schedule_add(
+    State(ctx): Ctx,
+    Extension(caller): Extension<Caller>,
+    body: Result<Json<orch_protocol::ScheduleSpec>, JsonRejection>,
+) -> Answer {
+    let Json(spec) = body?;
+    let submitter = crate::policy::Submitter::Confined;
+    let schedule = ops::schedules::add(&ctx, caller.actor, submitter, spec).await?;
+    let schedule = crate::redact::into_role(caller.role, schedule);
+    Ok((axum::http::StatusCode::CREATED, Json(schedule)).into_response())
+}
+
+/// The query of `GET /schedules`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulesQuery {
+    upcoming: Option<u32>,
+}
+
+/// `GET /schedules`
+pub async fn schedules(
+    State(ctx): Ctx,
+    Extension(caller): Extension<Caller>,
+    query: Result<Query<SchedulesQuery>, QueryRejection>,
+) -> Answer {
+    let Query(query) = query?;
+    let schedules = ops::schedules::list(&ctx, query.upcoming)?;
+    Ok(Json(crate::redact::into_role(caller.role, schedules)).into_response())
+}
+
+/// `DELETE /schedules/{name}`
+pub async fn schedule_remove(
+    State(ctx): Ctx,
+    Extension(caller): Extension<Caller>,
+    Path(name): Path<String>,
+) -> Answer {
+    let change = orch_protocol::ScheduleChange::Remove;
+    let schedule = ops::schedules::change(&ctx, caller.actor, name, change).await?;
+    Ok(Json(crate::redact::into_role(caller.role, schedule)).into_response())
 }
 
 /// `GET /openapi.json`

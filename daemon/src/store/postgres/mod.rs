@@ -374,6 +374,10 @@ impl Store for PostgresStore {
         self.read(|conn| async move { read::controls(&conn).await })
     }
 
+    fn schedules(&self) -> Result<Vec<orch_protocol::Schedule>, StoreError> {
+        self.read(|conn| async move { read::schedules(&conn).await })
+    }
+
     fn count_by_status(&self) -> Result<Vec<(TaskStatus, u64)>, StoreError> {
         let counts = self.read(|conn| async move {
             let mut counts = std::collections::HashMap::new();

@@ -204,6 +204,7 @@ pub(super) fn snapshot(bridge: &Bridge) -> Result<Snapshot, StoreError> {
         };
         let migration_underway = conn.query_opt(sql, &[&MIGRATION_UNDERWAY]).await?;
         let controls = controls(&conn).await?;
+        let schedules = schedules(&conn).await?;
         Ok(Snapshot {
             tasks,
             workflows,
@@ -213,6 +214,7 @@ pub(super) fn snapshot(bridge: &Bridge) -> Result<Snapshot, StoreError> {
             last_task_id,
             migration_underway: migration_underway.is_some(),
             controls,
+            schedules,
         })
     })
 }
@@ -247,4 +249,23 @@ pub(super) async fn controls(conn: &Conn) -> Result<orch_protocol::QueueControls
         what: "the queue's controls".into(),
         error: e.to_string(),
     })
+}
+
+/// Every schedule, by name.
+pub(super) async fn schedules(conn: &Conn) -> Result<Vec<orch_protocol::Schedule>, StoreError> {
+    let rows = conn
+        .query("SELECT name, body FROM schedules ORDER BY name", &[])
+        .await?;
+    let mut schedules = Vec::with_capacity(rows.len());
+    for row in rows {
+        let name: String = row.try_get(0).map_err(pg)?;
+        let body: String = row.try_get(1).map_err(pg)?;
+        schedules.push(
+            serde_json::from_str(&body).map_err(|e| StoreError::Corrupt {
+                what: format!("schedule {name}"),
+                error: e.to_string(),
+            })?,
+        );
+    }
+    Ok(schedules)
 }

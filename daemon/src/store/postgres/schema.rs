@@ -114,11 +114,12 @@ const MIGRATIONS: &[&str] = &[
     "SELECT 1;",
     // 6: groups and pauses: the queue's controls (one row), and whether a placed attempt
     // is to be paused (SIGSTOP) by its node. Tasks may name a group and running ones be
-    // paused, which a daemon of an earlier version cannot read.
+    // paused, which a daemon of an earlier version cannot read. And the schedules.
     "CREATE TABLE queue_controls (
         only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
         body text NOT NULL
     );
+    CREATE TABLE schedules (name text PRIMARY KEY, body text NOT NULL);
     ALTER TABLE cluster_attempts ADD COLUMN paused boolean NOT NULL DEFAULT false;",
 ];
 

@@ -50,6 +50,10 @@ pub(super) struct Plan {
     placements: PlacementRows,
     /// The queue's controls, as JSON.
     controls: Option<String>,
+    /// Schedules to write: names and bodies.
+    schedules: (Vec<String>, Vec<String>),
+    /// Schedules to remove, by name.
+    schedule_removals: Vec<String>,
 }
 
 impl Plan {
@@ -136,6 +140,14 @@ impl Plan {
                 .as_ref()
                 .map(|c| encode("the queue's controls", c))
                 .transpose()?,
+            schedules: batch
+                .schedules
+                .iter()
+                .map(|s| Ok((s.spec.name.clone(), encode("a schedule", s)?)))
+                .collect::<Result<Vec<_>, StoreError>>()?
+                .into_iter()
+                .unzip(),
+            schedule_removals: batch.schedule_removals.clone(),
         })
     }
 
@@ -222,6 +234,21 @@ impl Plan {
             sealed.write(&mut steps);
         }
         self.placements.write(&mut steps);
+        if !self.schedules.0.is_empty() {
+            // One row per name: the last write of each in the batch.
+            steps.push(
+                "INSERT INTO schedules (name, body)
+                 SELECT DISTINCT ON (name) name, body
+                 FROM UNNEST($1::text[], $2::text[]) WITH ORDINALITY AS s(name, body, n)
+                 ORDER BY name, n DESC
+                 ON CONFLICT (name) DO UPDATE SET body = EXCLUDED.body",
+                vec![&self.schedules.0, &self.schedules.1],
+            );
+        }
+        if !self.schedule_removals.is_empty() {
+            let sql = "DELETE FROM schedules WHERE name = ANY($1)";
+            steps.push(sql, vec![&self.schedule_removals]);
+        }
         if let Some(controls) = &self.controls {
             steps.push(
                 "INSERT INTO queue_controls (body) VALUES ($1)

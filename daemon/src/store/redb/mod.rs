@@ -52,6 +52,9 @@ const WORKFLOW_COUNTS: TableDefinition<&str, u64> = TableDefinition::new("workfl
 /// Small JSON settings by name: the queue's controls under [`QUEUE_CONTROLS`].
 const SETTINGS: TableDefinition<&str, &[u8]> = TableDefinition::new("settings");
 
+/// Schedules by name.
+const SCHEDULES: TableDefinition<&str, &[u8]> = TableDefinition::new("schedules");
+
 /// The `settings` key of the queue's controls (groups, pauses).
 const QUEUE_CONTROLS: &str = "queue_controls";
 
@@ -209,6 +212,11 @@ impl Store for RedbStore {
     fn queue_controls(&self) -> Result<orch_protocol::QueueControls, StoreError> {
         let txn = self.db.begin_read().map_err(backend)?;
         read::controls(&txn)
+    }
+
+    fn schedules(&self) -> Result<Vec<orch_protocol::Schedule>, StoreError> {
+        let txn = self.db.begin_read().map_err(backend)?;
+        read::schedules(&txn)
     }
 
     fn count_by_status(&self) -> Result<Vec<(TaskStatus, u64)>, StoreError> {

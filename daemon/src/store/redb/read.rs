@@ -8,8 +8,8 @@ use ::redb::{ReadTransaction, ReadableTable, ReadableTableMetadata};
 use orch_protocol::{Task, TaskFilter, TaskId, TaskStatus, TestEnv, Workflow};
 
 use super::{
-    BY_LABEL, BY_STATUS, LAST_TASK_ID, META, MIGRATION_UNDERWAY, QUEUE, QUEUE_CONTROLS, SETTINGS,
-    TASKS, TEST_ENVS, WORKFLOWS,
+    BY_LABEL, BY_STATUS, LAST_TASK_ID, META, MIGRATION_UNDERWAY, QUEUE, QUEUE_CONTROLS, SCHEDULES,
+    SETTINGS, TASKS, TEST_ENVS, WORKFLOWS,
 };
 use super::{backend, decode};
 use crate::store::{Snapshot, StoreError};
@@ -63,6 +63,7 @@ pub(super) fn snapshot(txn: &ReadTransaction) -> Result<Snapshot, StoreError> {
         last_task_id,
         migration_underway: meta.get(MIGRATION_UNDERWAY).map_err(backend)?.is_some(),
         controls: controls(txn)?,
+        schedules: schedules(txn)?,
     })
 }
 
@@ -177,4 +178,15 @@ pub(super) fn scan_status(
         }
     }
     Ok(())
+}
+
+/// Every schedule, by name.
+pub(super) fn schedules(txn: &ReadTransaction) -> Result<Vec<orch_protocol::Schedule>, StoreError> {
+    let table = txn.open_table(SCHEDULES).map_err(backend)?;
+    let mut schedules = Vec::new();
+    for entry in table.iter().map_err(backend)? {
+        let (name, body) = entry.map_err(backend)?;
+        schedules.push(decode(&format!("schedule {}", name.value()), body.value())?);
+    }
+    Ok(schedules)
 }

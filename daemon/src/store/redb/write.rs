@@ -7,8 +7,8 @@ use orch_protocol::TaskStatus;
 
 use super::{
     BY_LABEL, BY_STATUS, COUNTS, EVENTS, EVENTS_REMOVED_THROUGH, LAST_TASK_ID, META,
-    MIGRATION_UNDERWAY, QUEUE, QUEUE_CONTROLS, SETTINGS, TASKS, TEST_ENVS, WORKFLOW_COUNTS,
-    WORKFLOW_STATUS, WORKFLOWS, queue_key,
+    MIGRATION_UNDERWAY, QUEUE, QUEUE_CONTROLS, SCHEDULES, SETTINGS, TASKS, TEST_ENVS,
+    WORKFLOW_COUNTS, WORKFLOW_STATUS, WORKFLOWS, queue_key,
 };
 use crate::store::WriteBatch;
 
@@ -91,6 +91,16 @@ pub(super) fn apply(txn: &WriteTransaction, batch: &WriteBatch) -> Result<(), re
     }
     if !batch.audit.is_empty() {
         super::audit::append(txn, &batch.audit)?;
+    }
+    if !batch.schedules.is_empty() || !batch.schedule_removals.is_empty() {
+        let mut table = txn.open_table(SCHEDULES)?;
+        for schedule in &batch.schedules {
+            let body = serde_json::to_vec(schedule).expect("schedules serialize");
+            table.insert(schedule.spec.name.as_str(), body.as_slice())?;
+        }
+        for name in &batch.schedule_removals {
+            table.remove(name.as_str())?;
+        }
     }
     if let Some(controls) = &batch.controls {
         let body = serde_json::to_vec(controls).expect("the queue's controls serialize");

@@ -7,6 +7,7 @@ use orch_protocol::TaskStatus::{Queued, Running};
 use orch_protocol::{ErrorKind, QueueChange, QueueView};
 
 use super::*;
+use crate::engine::NodeOffer;
 
 /// [`task`] in `group`.
 fn in_group(group: &str) -> TaskSpec {
@@ -133,7 +134,7 @@ fn a_paused_queue_starts_nothing_and_pauses_its_running_tasks() {
     let (_, ids) = h.submit(vec![task(), task()]);
     let (step, view) = h.change(pause(None, false));
     assert!(view.paused);
-    assert_eq!(step.effects.pauses, vec![(ids[0], true)]);
+    assert_eq!(step.effects.pauses, vec![(ids[0], 1, true)]);
     assert_eq!(step.events(), events(&[(ids[0], "paused")]));
     assert!(h.paused(ids[0]));
     let step = h.exit(ids[0], 0);
@@ -167,10 +168,10 @@ fn a_group_pause_pauses_only_its_own_running_tasks_and_resume_continues_them() {
     h.add_group("deploy", None);
     let (_, ids) = h.submit(vec![in_group("deploy"), task()]);
     let step = h.change(pause(Some("deploy"), false)).0;
-    assert_eq!(step.effects.pauses, vec![(ids[0], true)]);
+    assert_eq!(step.effects.pauses, vec![(ids[0], 1, true)]);
     assert!(h.paused(ids[0]) && !h.paused(ids[1]));
     let step = h.change(resume(Some("deploy"))).0;
-    assert_eq!(step.effects.pauses, vec![(ids[0], false)]);
+    assert_eq!(step.effects.pauses, vec![(ids[0], 1, false)]);
     assert_eq!(step.events(), events(&[(ids[0], "resumed")]));
     assert!(!h.paused(ids[0]));
 }
@@ -187,7 +188,7 @@ fn a_running_task_is_paused_and_resumed_on_its_own() {
             ..
         }
     ));
-    assert_eq!(step.effects.pauses, vec![(ids[0], true)]);
+    assert_eq!(step.effects.pauses, vec![(ids[0], 1, true)]);
     assert_eq!(
         h.status(ids[0]),
         Running,
@@ -205,7 +206,7 @@ fn a_running_task_is_paused_and_resumed_on_its_own() {
     assert_eq!(h.pause_task(99).1.error().kind, ErrorKind::NotFound);
     let (step, mut answer) = h.resume_task(ids[0]);
     answer.value();
-    assert_eq!(step.effects.pauses, vec![(ids[0], false)]);
+    assert_eq!(step.effects.pauses, vec![(ids[0], 1, false)]);
 }
 
 #[test]
@@ -315,13 +316,13 @@ fn pauses_and_limits_are_kept_across_a_restart() {
     let (mut h, step) = h.adopting(4, t0(), &adopted);
     assert_eq!(
         step.effects.pauses,
-        vec![(ids[0], true)],
-        "the runner learns it"
+        vec![(ids[0], 1, true), (ids[2], 1, false)],
+        "the runner learns whether each is paused"
     );
     assert!(h.paused(ids[0]));
     assert!(h.state.controls.paused);
     let step = h.change(resume(None)).0;
-    assert_eq!(step.effects.pauses, vec![(ids[0], false)]);
+    assert_eq!(step.effects.pauses, vec![(ids[0], 1, false)]);
     assert!(step.launched().is_empty(), "deploy runs one already");
     assert_eq!(h.exit(ids[0], 0).launched(), vec![ids[1]]);
 }
@@ -378,4 +379,74 @@ fn a_long_held_back_queue_is_read_a_bounded_number_at_a_time() {
     assert!(held.iter().all(|id| h.status(*id) == Queued));
     let step = h.change(resume(Some("deploy"))).0;
     assert_eq!(step.launched().len(), 1, "one free slot: one started");
+}
+
+#[test]
+fn a_task_waiting_for_a_node_gives_its_group_slot_to_the_next_one() {
+    let on_gpu = |spec: TaskSpec| TaskSpec {
+        on: vec!["gpu".into()],
+        ..spec
+    };
+    let offers = vec![
+        NodeOffer {
+            name: "a".into(),
+            capacity: 1,
+            labels: vec!["gpu".into()],
+        },
+        NodeOffer {
+            name: "b".into(),
+            capacity: 4,
+            labels: Vec::new(),
+        },
+    ];
+    let mut h = Harness::on(Nodes::cluster(offers));
+    h.add_group("deploy", Some(1));
+    // The gpu node is busy with another group's task; deploy runs one on b.
+    let (_, busy) = h.submit(vec![on_gpu(task())]);
+    let (_, running) = h.submit(vec![in_group("deploy")]);
+    assert_eq!(h.status(busy[0]), Running);
+    assert_eq!(h.status(running[0]), Running);
+    // A deploy task that needs the gpu node, then a plain one held by the limit.
+    let (_, gpu) = h.submit(vec![TaskSpec {
+        priority: 5,
+        ..on_gpu(in_group("deploy"))
+    }]);
+    let (_, plain) = h.submit(vec![in_group("deploy")]);
+    // Deploy's task ends: the gpu task still has no node; the plain one takes the slot.
+    let step = h.exit(running[0], 0);
+    assert_eq!(step.launched(), plain);
+    assert_eq!(h.status(gpu[0]), Queued);
+}
+
+#[test]
+fn a_queue_resume_leaves_a_paused_group_paused() {
+    let mut h = Harness::new(4);
+    h.add_group("deploy", None);
+    let (_, ids) = h.submit(vec![in_group("deploy"), task()]);
+    h.change(pause(Some("deploy"), false));
+    h.change(pause(None, false));
+    let step = h.change(resume(None)).0;
+    assert_eq!(step.effects.pauses, vec![(ids[1], 1, false)]);
+    assert!(h.paused(ids[0]), "its group is still paused");
+}
+
+#[test]
+fn a_group_added_again_takes_back_its_tasks_from_the_default_group() {
+    let mut h = Harness::new(4);
+    h.add_group("deploy", None);
+    h.change(pause(None, true));
+    let (_, ids) = h.submit(vec![in_group("deploy")]);
+    h.change(QueueChange::RemoveGroup {
+        name: "deploy".into(),
+    });
+    h.change(pause(Some("default"), true));
+    h.change(resume(None));
+    assert_eq!(h.status(ids[0]), Queued, "held by the paused default group");
+    let step = h
+        .change(QueueChange::AddGroup {
+            name: "deploy".into(),
+            parallel: None,
+        })
+        .0;
+    assert_eq!(step.launched(), ids);
 }

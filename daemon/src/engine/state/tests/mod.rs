@@ -23,6 +23,7 @@ mod restarts;
 mod retention;
 mod retries;
 mod rollbacks;
+mod schedules;
 mod stopping;
 mod workflow_runs;
 
@@ -405,6 +406,7 @@ impl Harness {
             last_task_id: self.state.next_id - 1,
             migration_underway: false,
             controls: self.state.controls.clone(),
+            schedules: self.state.stored_schedules(),
         }
     }
 }

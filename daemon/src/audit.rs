@@ -86,6 +86,24 @@ pub fn submitted_params(specs: &[orch_protocol::TaskSpec]) -> serde_json::Value 
     })
 }
 
+/// The audit parameters of a schedule's creation: its settings, and its task as a
+/// submission's are recorded (whole when small, else summed up by size and digest).
+pub fn schedule_params(spec: &orch_protocol::ScheduleSpec) -> serde_json::Value {
+    let mut params = serde_json::json!({
+        "name": spec.name,
+        "cron": spec.cron,
+        "timezone": spec.timezone_name(),
+        "catch_up": spec.catch_up,
+    });
+    params["work"] = match &spec.work {
+        orch_protocol::ScheduledWork::Task { task } => submitted_params(std::slice::from_ref(task)),
+        orch_protocol::ScheduledWork::Workflow { workflow } => {
+            serde_json::to_value(workflow).unwrap_or_default()
+        }
+    };
+    params
+}
+
 /// Lower-case hexadecimal.
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()

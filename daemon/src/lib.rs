@@ -15,6 +15,7 @@
 //!   cancel, hard and soft dependencies, workflows with rollback, and crash recovery; one
 //!   task owns all of it.
 //! - [`extensions`]: providers, taskservs and cluster definitions read from manifests.
+//! - [`notify`]: delivering notifications from the outbox (webhooks, command hooks).
 //! - [`schedules`]: the times of a schedule (cron pattern, time zone).
 //! - [`workflows`]: workflow requests expanded into a checked DAG of steps, and plans.
 //! - [`testenv`]: test environments in containers (Docker API), with their recovery.
@@ -46,6 +47,7 @@ pub mod http;
 pub mod logging;
 pub mod metrics;
 pub mod migrate;
+pub mod notify;
 pub mod nu_command;
 pub mod ops;
 pub mod orphans;
@@ -261,6 +263,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             None,
         ),
     };
+    let outbox = Arc::new(tokio::sync::Notify::new());
     let parts = EngineParts {
         committer,
         store: store.clone(),
@@ -274,12 +277,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             workspace: common.workspace.clone(),
             data_dir: common.data_dir.clone(),
         }),
+        outbox: outbox.clone(),
     };
     let stored_envs = snapshot.test_envs.clone();
     let last_task_id = snapshot.last_task_id;
     let (engine, engine_task) = Engine::start(snapshot, parts)
         .await
         .context("recovering interrupted tasks")?;
+    notify::spawn(store.clone(), engine.clone(), outbox, shutdown.clone());
     if let (Some(shared), Some(membership)) = (&shared, &membership) {
         let tick = membership.lease() / 10;
         cluster::placement::follow(shared.clone(), engine.clone(), tick, shutdown.clone());

@@ -151,6 +151,9 @@ impl Redact for Response {
             | Response::Extensions(_)
             | Response::Topologies(_)
             | Response::Queue(_)
+            // Notifiers (their secrets and endpoints) are for admins only.
+            | Response::Notifier(_)
+            | Response::Notifiers { .. }
             | Response::Error(_) => {}
         }
     }

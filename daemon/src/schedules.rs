@@ -1,7 +1,8 @@
-//! The times of a schedule: its cron pattern (croner: 5 fields, or 6 with seconds first)
-//! read in its IANA time zone (chrono-tz), as instants. A local time skipped by a DST
-//! change runs at the first instant after the gap; one repeated runs once (croner's
-//! rules).
+//! The times of a schedule: its cron pattern (croner: 5 fields, or 6 with seconds first;
+//! croner also reads a 7th, the year, and nicknames such as `@daily`) read in its IANA
+//! time zone (chrono-tz), as instants. Around DST changes, croner's rules: a fixed local
+//! time skipped by the change runs once after the gap (an interval pattern skips the
+//! gap's times); a local time repeated runs once, at its first instant.
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
@@ -10,6 +11,13 @@ use orch_protocol::{ErrorKind, ErrorReply, ScheduleSpec, check_group_name};
 
 /// The longest cron pattern accepted.
 const MAX_PATTERN: usize = 256;
+
+/// The longest time zone name accepted.
+const MAX_ZONE: usize = 64;
+
+/// The most local times a search steps through a repeated hour (a pattern of every
+/// second has 3600 there).
+const MAX_REPEATED: usize = 4000;
 
 /// A schedule's pattern and time zone, parsed.
 #[derive(Debug, Clone)]
@@ -42,6 +50,12 @@ impl Times {
                 ),
             )
         })?;
+        if spec.timezone_name().len() > MAX_ZONE {
+            return Err(bad(
+                "timezone",
+                format!("a time zone name has at most {MAX_ZONE} characters"),
+            ));
+        }
         let tz: Tz = spec.timezone_name().parse().map_err(|_| {
             bad(
                 "timezone",
@@ -56,9 +70,17 @@ impl Times {
 
     /// The first time strictly after `after` (none when the pattern has no more).
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        let local = after.with_timezone(&self.tz);
-        let next = self.cron.find_next_occurrence(&local, false).ok()?;
-        Some(next.with_timezone(&Utc))
+        let mut from = after.with_timezone(&self.tz);
+        // In the second pass of a repeated local hour, the next local time maps to its
+        // first instant, an hour back: the search goes on through the repeat.
+        for _ in 0..MAX_REPEATED {
+            let next = self.cron.find_next_occurrence(&from, false).ok()?;
+            if next.with_timezone(&Utc) > after {
+                return Some(next.with_timezone(&Utc));
+            }
+            from = next;
+        }
+        None
     }
 
     /// The first `count` times strictly after `after`.
@@ -135,6 +157,19 @@ mod tests {
             utc(2030, 4, 1, 0, 30, 0),
             "02:30 CEST the next day"
         );
+    }
+
+    #[test]
+    fn in_a_repeated_hour_the_next_time_is_after_now_not_an_hour_back() {
+        // New York repeats 01:00-02:00 on 2030-11-03 (EDT 05:00-06:00Z, then EST 06:00-07:00Z).
+        let times = Times::of(&spec("*/5 * * * *", Some("America/New_York"))).unwrap();
+        let second_pass = utc(2030, 11, 3, 6, 7, 0); // 01:07 EST
+        let next = times.next_after(second_pass).unwrap();
+        assert!(next > second_pass, "{next}");
+        let upcoming = times.upcoming(second_pass, 3);
+        assert!(upcoming.windows(2).all(|w| w[0] < w[1]), "{upcoming:?}");
+        let every_second = Times::of(&spec("* * * * * *", Some("America/New_York"))).unwrap();
+        assert!(every_second.next_after(second_pass).unwrap() > second_pass);
     }
 
     #[test]

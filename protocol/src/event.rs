@@ -99,6 +99,26 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// The name of every event type, as in its `type` field.
+    pub const NAMES: [&'static str; 16] = [
+        "submitted",
+        "delayed",
+        "queued",
+        "started",
+        "paused",
+        "resumed",
+        "progress",
+        "attempt_failed",
+        "start_deferred",
+        "succeeded",
+        "failed",
+        "cancelled",
+        "dependency_failed",
+        "retried",
+        "removed",
+        "workflow",
+    ];
+
     /// True for the events that leave a task in a final state.
     pub fn is_final(&self) -> bool {
         matches!(

@@ -16,6 +16,7 @@
 //! - [`testenv`]: test environments (requests, stored records, topologies).
 //! - [`queue`]: groups, their parallel limits, and pausing the queue, a group or a task.
 //! - [`schedule`]: tasks and workflows submitted at the times of a cron pattern.
+//! - [`notify`]: notifications of events to webhooks and local commands.
 //! - [`message`]: the handshake and the typed requests and responses.
 //! - [`client`]: a blocking client over a Unix socket (no async runtime, so the plugin
 //!   stays small and starts fast).
@@ -38,6 +39,7 @@ pub mod frame;
 pub mod health;
 pub mod ids;
 pub mod message;
+pub mod notify;
 pub mod paths;
 pub mod queue;
 pub mod schedule;
@@ -54,6 +56,7 @@ pub use extensions::*;
 pub use filters::*;
 pub use health::*;
 pub use message::{ErrorKind, ErrorReply, Hello, Request, Response, Welcome};
+pub use notify::*;
 pub use queue::*;
 pub use schedule::*;
 pub use state::*;

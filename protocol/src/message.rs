@@ -7,6 +7,7 @@ use crate::event::Event;
 use crate::extensions::ExtensionsReport;
 use crate::filters::{CleanFilter, TaskFilter};
 use crate::health::HealthReport;
+use crate::notify::{Notifier, NotifierChange, NotifierSpec};
 use crate::queue::{QueueChange, QueueView};
 use crate::schedule::{Schedule, ScheduleChange, ScheduleSpec, ScheduleView};
 use crate::task::{Task, TaskId, TaskSpec};
@@ -257,6 +258,22 @@ pub enum Request {
         /// The change.
         change: ScheduleChange,
     },
+    /// Create a notifier. Answered by [`Response::Notifier`] once it is durable.
+    NotifierAdd {
+        /// The notifier.
+        notifier: NotifierSpec,
+    },
+    /// Every notifier, by name, with the notifications waiting for each. Answered by
+    /// [`Response::Notifiers`].
+    Notifiers,
+    /// Remove a notifier, or send it a test notification. Answered by
+    /// [`Response::Notifier`] once the change is durable.
+    NotifierChange {
+        /// Which notifier.
+        name: String,
+        /// The change.
+        change: NotifierChange,
+    },
 }
 
 /// What the daemon answers.
@@ -357,6 +374,15 @@ pub enum Response {
     Schedules {
         /// The schedules.
         schedules: Vec<ScheduleView>,
+    },
+    /// One notifier.
+    Notifier(Box<Notifier>),
+    /// Notifiers, by name, and the notifications waiting in the outbox.
+    Notifiers {
+        /// The notifiers.
+        notifiers: Vec<Notifier>,
+        /// The notifications not delivered yet (oldest due first, at most 100).
+        waiting: Vec<crate::notify::OutboxEntry>,
     },
     /// The request failed; nothing was changed.
     Error(ErrorReply),

@@ -15,7 +15,8 @@ pub const MAX_SCHEDULES: usize = 1000;
 /// The most upcoming runs a list shows of each schedule.
 pub const MAX_UPCOMING: u32 = 100;
 
-/// The most missed runs `catch_up: all` makes up for at once; older ones are skipped.
+/// The most missed runs `catch_up: all` makes up for in a row (the first ones; later ones
+/// are skipped).
 pub const MAX_CATCH_UP: u32 = 100;
 
 /// What runs at each time.
@@ -45,7 +46,7 @@ pub enum CatchUp {
     Skip,
     /// One run makes up for all of them, at once.
     Once,
-    /// Each runs, at once, in order ([`MAX_CATCH_UP`] at most; older ones are skipped).
+    /// Each runs, at once, in order (the first [`MAX_CATCH_UP`]; later ones are skipped).
     All,
 }
 
@@ -103,10 +104,10 @@ pub struct Schedule {
     pub created_by: Actor,
     /// When.
     pub created_at: DateTime<Utc>,
-    /// Whether its creator may name any workspace (the daemon's owner on its socket):
-    /// its workflow runs are confined as its creation was.
-    #[serde(default)]
-    pub owner: bool,
+    /// The host of its creator when that was the daemon's owner on its socket (who may
+    /// name any workspace): its workflow runs are unconfined on that host only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_host: Option<String>,
     /// Paused: it submits nothing until resumed (missed runs then follow `catch_up`).
     #[serde(default)]
     pub paused: bool,

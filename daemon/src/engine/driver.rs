@@ -43,15 +43,21 @@ pub struct EngineParts {
     pub fatal: CancellationToken,
     /// Expands scheduled workflows.
     pub expander: Arc<dyn Expand>,
+    /// Woken when notifications were put in the outbox (the deliverer waits on it).
+    pub outbox: Arc<tokio::sync::Notify>,
 }
+
+/// How long a scheduled workflow's expansion may take.
+const EXPANSION_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Expands a scheduled workflow from the workspace as it is at its run.
 pub trait Expand: Send + Sync + 'static {
-    /// The checked workflow of `request` (confined unless `owner`), or why it cannot be.
+    /// The checked workflow of `request` (confined unless this is `owner_host`), or why
+    /// it cannot be.
     fn expand(
         &self,
         request: &orch_protocol::WorkflowRequest,
-        owner: bool,
+        owner_host: Option<&str>,
     ) -> Result<Draft, String>;
 }
 
@@ -82,6 +88,7 @@ pub struct Engine {
 #[derive(Clone)]
 struct Executor {
     expander: Arc<dyn Expand>,
+    outbox: Arc<tokio::sync::Notify>,
     bus: EventBus,
     runner: Runner,
     mailbox: mpsc::UnboundedSender<Input>,
@@ -110,6 +117,7 @@ struct Work {
     timers: Vec<Timer>,
     schedule_timers: Vec<ScheduleTimer>,
     expansions: Vec<Expansion>,
+    outbox_changed: bool,
     answers: Vec<Answer>,
     removed_logs: Vec<TaskId>,
     progress_written: bool,
@@ -152,6 +160,7 @@ impl Engine {
         );
         let executor = Executor {
             expander: parts.expander,
+            outbox: parts.outbox,
             bus: parts.bus,
             runner,
             mailbox: sender.clone(),
@@ -300,6 +309,7 @@ impl Engine {
             timers: effects.timers,
             schedule_timers: effects.schedule_timers,
             expansions: effects.expansions,
+            outbox_changed: effects.outbox_changed,
             answers: effects.answers,
             removed_logs: effects.removed_logs,
             progress_written: effects.progress_written,
@@ -403,6 +413,9 @@ impl Executor {
                 for expansion in work.expansions {
                     self.expand(expansion);
                 }
+                if work.outbox_changed {
+                    self.outbox.notify_one();
+                }
                 for id in work.removed_logs {
                     self.runner.remove_log(id);
                 }
@@ -466,10 +479,15 @@ impl Executor {
                 schedule,
                 slot,
                 request,
-                owner,
+                owner_host,
             } = expansion;
-            let expanded =
-                tokio::task::spawn_blocking(move || expander.expand(&request, owner)).await;
+            let expanded = tokio::task::spawn_blocking(move || {
+                expander.expand(&request, owner_host.as_deref())
+            });
+            // A workspace on a hung file system must not stall the schedule for good.
+            let expanded = tokio::time::timeout(EXPANSION_LIMIT, expanded)
+                .await
+                .unwrap_or_else(|_| Ok(Err("the expansion took too long".into())));
             let draft = match expanded {
                 Ok(draft) => draft.map(Box::new),
                 Err(e) => Err(format!("the expansion failed: {e}")),

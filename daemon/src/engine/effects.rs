@@ -43,6 +43,9 @@ pub struct Effects {
     pub schedule_timers: Vec<ScheduleTimer>,
     /// Scheduled workflows to expand (answered with [`super::Command::FireSchedule`]).
     pub expansions: Vec<Expansion>,
+    /// The batch puts notifications in the outbox: the deliverer is woken once it is
+    /// durable.
+    pub outbox_changed: bool,
     /// Answers to requests.
     pub answers: Vec<Answer>,
     /// Tasks removed by this batch whose logs are to be deleted.
@@ -67,6 +70,7 @@ impl Effects {
             && self.timers.is_empty()
             && self.schedule_timers.is_empty()
             && self.expansions.is_empty()
+            && !self.outbox_changed
             && self.answers.is_empty()
             && self.removed_logs.is_empty()
             && !self.progress_written
@@ -117,8 +121,9 @@ pub struct Expansion {
     pub slot: DateTime<Utc>,
     /// The workflow.
     pub request: orch_protocol::WorkflowRequest,
-    /// Whether the schedule's creator may name any workspace.
-    pub owner: bool,
+    /// The host where the schedule's creator may name any workspace (see
+    /// [`orch_protocol::Schedule::owner_host`]).
+    pub owner_host: Option<String>,
 }
 
 /// A value a request may be answered with.
@@ -173,6 +178,8 @@ answers! {
     Queue(orch_protocol::QueueView),
     /// A schedule after a change.
     Schedule(orch_protocol::Schedule),
+    /// A notifier after a change.
+    Notifier(orch_protocol::Notifier),
 }
 
 /// `result`, unless the commit it depends on failed.

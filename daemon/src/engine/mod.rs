@@ -28,8 +28,9 @@ pub use state::{NodeName, NodeOffer, Nodes};
 use std::collections::HashSet;
 
 use orch_protocol::{
-    Actor, ErrorReply, QueueChange, QueueView, Schedule, ScheduleChange, ScheduleSpec, Task,
-    TaskId, TaskSpec, TestEnv, WorkflowId, WorkflowSummary,
+    Actor, ErrorReply, Notifier, NotifierChange, NotifierSpec, OutboxEntry, QueueChange, QueueView,
+    Schedule, ScheduleChange, ScheduleSpec, Task, TaskId, TaskSpec, TestEnv, WorkflowId,
+    WorkflowSummary,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -84,8 +85,8 @@ pub enum Command {
         actor: Actor,
         /// The schedule.
         spec: ScheduleSpec,
-        /// Whether its creator may name any workspace.
-        owner: bool,
+        /// The host where its creator may name any workspace, if they may.
+        owner_host: Option<String>,
         /// Answered with the schedule once it is durable.
         reply: Reply<Schedule>,
     },
@@ -108,6 +109,35 @@ pub enum Command {
         slot: chrono::DateTime<chrono::Utc>,
         /// The workflow, or why it could not be expanded.
         draft: Result<Box<Draft>, String>,
+    },
+    /// Create a notifier.
+    AddNotifier {
+        /// Who asked.
+        actor: Actor,
+        /// The notifier (its target checked).
+        spec: NotifierSpec,
+        /// Answered with the notifier once it is durable.
+        reply: Reply<Notifier>,
+    },
+    /// Remove a notifier, or queue a test notification for it.
+    ChangeNotifier {
+        /// Who asked.
+        actor: Actor,
+        /// Which.
+        name: String,
+        /// The change.
+        change: NotifierChange,
+        /// Answered with the notifier once the change is durable.
+        reply: Reply<Notifier>,
+    },
+    /// The deliverer tried a notification.
+    Delivered {
+        /// The notification, as read from the outbox.
+        entry: Box<OutboxEntry>,
+        /// Whether it was delivered, or why not.
+        result: Result<(), String>,
+        /// Answered once the try's end is durable (the entry is not read again before).
+        reply: Reply<()>,
     },
     /// Pause a running task.
     PauseTask {

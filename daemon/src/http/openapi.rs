@@ -247,10 +247,13 @@ fn operation(op: &Operation, route: &Route) -> Value {
     value
 }
 
-/// The schema of a path's `{id}`: a token's hex id, or a task/workflow/environment number.
+/// The schema of a path's `{id}`: a token's hex id, a schedule's name, or a
+/// task/workflow/environment number.
 fn id_schema(path: &str) -> Value {
     if path.starts_with("/auth/tokens/") {
         json!({"type": "string", "pattern": "^[0-9a-f]{16}$"})
+    } else if path.starts_with("/schedules/") {
+        json!({"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"})
     } else {
         json!({"type": "integer", "format": "int64", "minimum": 0})
     }

@@ -169,6 +169,8 @@ pub fn migrate(
         test_envs: snapshot.test_envs,
         controls: Some(snapshot.controls),
         schedules: snapshot.schedules,
+        notifiers: snapshot.notifiers,
+        outbox: source.outbox(usize::MAX).map_err(&read)?,
         ids_used_through: Some(snapshot.last_task_id),
         events_removed_through: Some(source.events_removed_through().map_err(&read)?)
             .filter(|&through| through > 0),

@@ -12,6 +12,7 @@ pub mod daemon;
 pub mod envs;
 mod error;
 pub mod logs;
+pub mod notify;
 mod operation;
 pub mod queue;
 mod request_kind;

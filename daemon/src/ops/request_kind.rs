@@ -46,6 +46,9 @@ pub enum RequestKind {
     ScheduleAdd,
     Schedules,
     ScheduleChange,
+    NotifierAdd,
+    Notifiers,
+    NotifierChange,
 }
 
 impl RequestKind {
@@ -91,6 +94,9 @@ impl RequestKind {
             Request::ScheduleAdd { .. } => RequestKind::ScheduleAdd,
             Request::Schedules { .. } => RequestKind::Schedules,
             Request::ScheduleChange { .. } => RequestKind::ScheduleChange,
+            Request::NotifierAdd { .. } => RequestKind::NotifierAdd,
+            Request::Notifiers => RequestKind::Notifiers,
+            Request::NotifierChange { .. } => RequestKind::NotifierChange,
         }
     }
 }

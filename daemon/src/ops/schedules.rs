@@ -39,11 +39,11 @@ pub async fn add(
         // Checked now as a submission would be; expanded again at each run.
         super::workflow_submit::prepare(ctx, workflow, submitter)?;
     }
-    let owner = submitter == Submitter::Owner;
+    let owner_host = (submitter == Submitter::Owner).then(crate::cluster::host_name);
     let add = |reply| Command::AddSchedule {
         actor,
         spec,
-        owner,
+        owner_host,
         reply,
     };
     Ok(ctx.engine.request(add).await?)

@@ -86,8 +86,9 @@ impl Expander {
 }
 
 impl crate::engine::Expand for Expander {
-    fn expand(&self, request: &WorkflowRequest, owner: bool) -> Result<Draft, String> {
-        let submitter = if owner {
+    fn expand(&self, request: &WorkflowRequest, owner_host: Option<&str>) -> Result<Draft, String> {
+        let here = crate::cluster::host_name();
+        let submitter = if owner_host == Some(here.as_str()) {
             Submitter::Owner
         } else {
             Submitter::Confined

@@ -150,6 +150,14 @@ pub async fn dispatch(
                 .await
                 .map(|s| Response::Schedule(Box::new(s)))
         }
+        Request::NotifierAdd { notifier } => ops::notify::add(ctx, actor, notifier)
+            .await
+            .map(|n| Response::Notifier(Box::new(n))),
+        Request::Notifiers => ops::notify::list(ctx)
+            .map(|(notifiers, waiting)| Response::Notifiers { notifiers, waiting }),
+        Request::NotifierChange { name, change } => ops::notify::change(ctx, actor, name, change)
+            .await
+            .map(|n| Response::Notifier(Box::new(n))),
         Request::Schedules { upcoming } => {
             ops::schedules::list(ctx, upcoming).map(|schedules| Response::Schedules { schedules })
         }

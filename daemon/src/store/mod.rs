@@ -13,8 +13,8 @@ pub mod postgres;
 pub mod redb;
 
 use orch_protocol::{
-    Event, QueueControls, Schedule, Task, TaskFilter, TaskId, TaskStatus, TestEnv, Workflow,
-    WorkflowId,
+    Event, Notifier, OutboxEntry, QueueControls, Schedule, Task, TaskFilter, TaskId, TaskStatus,
+    TestEnv, Workflow, WorkflowId,
 };
 
 use crate::audit::AuditRecord;
@@ -114,6 +114,14 @@ pub struct WriteBatch {
     pub schedules: Vec<Schedule>,
     /// Schedules to remove, by name (after the writes above).
     pub schedule_removals: Vec<String>,
+    /// Notifiers to insert or replace (by name).
+    pub notifiers: Vec<Notifier>,
+    /// Notifiers to remove, by name (after the writes above).
+    pub notifier_removals: Vec<String>,
+    /// Notifications to put in the outbox, or to replace there (by key).
+    pub outbox: Vec<OutboxEntry>,
+    /// Notifications to take out of the outbox, by key (after the writes above).
+    pub outbox_removals: Vec<String>,
 }
 
 /// What a batch changes in the placements of a cluster's attempts: each row tells a node
@@ -173,9 +181,55 @@ impl WriteBatch {
         self.placements.stops.extend(other.placements.stops);
         self.placements.pauses.extend(other.placements.pauses);
         self.controls = other.controls.or(self.controls.take());
-        self.schedules.extend(other.schedules);
-        self.schedule_removals.extend(other.schedule_removals);
+        // Records by name: a later batch's removal cancels an earlier write, a later write
+        // an earlier removal (the stores apply writes before removals).
+        for name in other.schedule_removals {
+            self.remove_schedule(name);
+        }
+        for schedule in other.schedules {
+            self.put_schedule(schedule);
+        }
+        for name in other.notifier_removals {
+            self.remove_notifier(name);
+        }
+        for notifier in other.notifiers {
+            self.put_notifier(notifier);
+        }
+        for key in other.outbox_removals {
+            self.outbox.retain(|e| e.key != key);
+            self.outbox_removals.push(key);
+        }
+        for entry in other.outbox {
+            self.outbox_removals.retain(|k| *k != entry.key);
+            self.outbox.push(entry);
+        }
         self.placements.done.extend(other.placements.done);
+    }
+
+    /// Writes `schedule` (by name), in place of a removal of it earlier in the batch.
+    pub fn put_schedule(&mut self, schedule: Schedule) {
+        let name = &schedule.spec.name;
+        self.schedule_removals.retain(|n| n != name);
+        self.schedules.push(schedule);
+    }
+
+    /// Removes schedule `name`, in place of writes of it earlier in the batch.
+    pub fn remove_schedule(&mut self, name: String) {
+        self.schedules.retain(|s| s.spec.name != name);
+        self.schedule_removals.push(name);
+    }
+
+    /// Writes `notifier` (by name), in place of a removal of it earlier in the batch.
+    pub fn put_notifier(&mut self, notifier: Notifier) {
+        let name = &notifier.spec.name;
+        self.notifier_removals.retain(|n| n != name);
+        self.notifiers.push(notifier);
+    }
+
+    /// Removes notifier `name`, in place of writes of it earlier in the batch.
+    pub fn remove_notifier(&mut self, name: String) {
+        self.notifiers.retain(|n| n.spec.name != name);
+        self.notifier_removals.push(name);
     }
 
     /// The highest id the batch takes: its new tasks', workflows' and test environments',
@@ -207,6 +261,10 @@ impl WriteBatch {
             && self.controls.is_none()
             && self.schedules.is_empty()
             && self.schedule_removals.is_empty()
+            && self.notifiers.is_empty()
+            && self.notifier_removals.is_empty()
+            && self.outbox.is_empty()
+            && self.outbox_removals.is_empty()
     }
 }
 
@@ -243,6 +301,8 @@ pub struct Snapshot {
     pub controls: QueueControls,
     /// Every schedule, by name.
     pub schedules: Vec<Schedule>,
+    /// Every notifier, by name.
+    pub notifiers: Vec<Notifier>,
 }
 
 /// A durable home for tasks and events (and, through [`AuditLog`], the audit log).
@@ -298,6 +358,12 @@ pub trait Store: AuditLog + Send + Sync + 'static {
 
     /// Every schedule, by name.
     fn schedules(&self) -> Result<Vec<Schedule>, StoreError>;
+
+    /// Every notifier, by name.
+    fn notifiers(&self) -> Result<Vec<Notifier>, StoreError>;
+
+    /// The first `limit` notifications of the outbox, by key (the oldest events first).
+    fn outbox(&self, limit: usize) -> Result<Vec<OutboxEntry>, StoreError>;
 
     /// How many tasks are in each status.
     fn count_by_status(&self) -> Result<Vec<(TaskStatus, u64)>, StoreError>;

@@ -33,6 +33,13 @@ pub const SCHEDULE: Group = Group {
     extra_description: "Add one with `orch schedule add NAME CRON ...`, see them with `orch schedule list` and `orch schedule next NAME`, and pause, resume or remove one by name.",
 };
 
+/// `orch notify`
+pub const NOTIFY: Group = Group {
+    name: "orch notify",
+    description: "Notifications of task and workflow events to webhooks (signed) and local commands, through a durable outbox (at least once, with an idempotency key).",
+    extra_description: "Add one with `orch notify add NAME --url http://... --secret S` or `--command [...]`; `orch notify test NAME` sends a test; `orch notify list` shows deliveries and failures. Admins only.",
+};
+
 /// `orch daemon`
 pub const DAEMON: Group = Group {
     name: "orch daemon",

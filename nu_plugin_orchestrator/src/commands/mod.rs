@@ -29,6 +29,7 @@ mod group_remove;
 mod health;
 mod help;
 pub mod logs;
+mod notify;
 mod parallel;
 mod pause;
 mod queue_change;
@@ -83,6 +84,11 @@ pub fn all() -> Vec<Box<dyn PluginCommand<Plugin = OrchestratorPlugin>>> {
         Box::new(schedule_change::PAUSE),
         Box::new(schedule_change::RESUME),
         Box::new(schedule_change::REMOVE),
+        Box::new(group::NOTIFY),
+        Box::new(notify::NotifyAdd),
+        Box::new(notify::NotifyList),
+        Box::new(notify::REMOVE),
+        Box::new(notify::TEST),
         Box::new(watch::Watch),
         Box::new(logs::Logs),
         Box::new(clean::Clean),

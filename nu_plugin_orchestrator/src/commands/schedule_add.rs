@@ -29,11 +29,11 @@ impl SimplePluginCommand for ScheduleAdd {
     }
 
     fn extra_description(&self) -> &str {
-        r#"The pattern has 5 fields (minute hour day-of-month month day-of-week), or 6 with seconds first; L, W and # work as in croner ('0 3 * * MON-FRI', '0 0 L * *', '*/30 * * * * *'). It is read in --tz (an IANA name; default UTC): '0 3 * * *' with --tz Europe/Berlin runs at 03:00 Berlin time, summer and winter; a time skipped by a DST change runs once after the gap.
+        r#"The pattern has 5 fields (minute hour day-of-month month day-of-week), or 6 with seconds first; L, W and # work as in croner ('0 3 * * MON-FRI', '0 0 L * *', '*/30 * * * * *'). It is read in --tz (an IANA name; default UTC): '0 3 * * *' with --tz Europe/Berlin runs at 03:00 Berlin time, summer and winter; a fixed time skipped by a DST change runs once after the gap, and a time repeated runs once.
 
 The task takes the flags of `orch submit` (a command, --nu or --script, and --priority, --retries, --timeout, --label, --group, --on, --params, --env, --cwd), or a task record from the pipeline; with --workflow, a workflow request record instead ({kind: servers, infra: lab} as `orch workflow submit` sends it), expanded from the workspace at each run.
 
---catch-up says what becomes of the times missed while the daemon was down or the schedule paused: skip (none runs; the default), once (one run for all of them), all (each, up to 100)."#
+--catch-up says what becomes of the times missed while the daemon was down or the schedule paused: skip (none runs; the default), once (one run for all of them), all (each, the first 100)."#
     }
 
     fn signature(&self) -> Signature {
@@ -228,6 +228,19 @@ fn work(
 ) -> Result<(ScheduledWork, FieldSpans), LabeledError> {
     if let Some(workflow) = call.get_flag_value("workflow") {
         let span = workflow.span();
+        let task_flags = [
+            "nu", "script", "priority", "retries", "timeout", "label", "group", "on", "params",
+            "env", "cwd",
+        ];
+        let task_given = call.positional.len() > 2
+            || matches!(input, Value::Record { .. })
+            || task_flags.iter().any(|f| call.get_flag_span(f).is_some());
+        if task_given {
+            return Err(LabeledError::new("a workflow and a task").with_label(
+                "--workflow here: give a workflow or a task (a command, task flags or a piped record), not both",
+                span,
+            ));
+        }
         let json = crate::json::value_to_json(&workflow)?;
         let request: WorkflowRequest = serde_json::from_value(json).map_err(|e| {
             LabeledError::new("invalid workflow request").with_label(e.to_string(), span)

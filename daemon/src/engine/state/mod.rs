@@ -26,6 +26,7 @@ mod backoff;
 mod clean;
 mod groups;
 mod live;
+pub(super) mod notify;
 pub mod placement;
 mod queue;
 mod recovery;
@@ -121,6 +122,8 @@ pub struct EngineState {
     held_back: groups::HeldBack,
     /// The schedules.
     schedules: schedules::Schedules,
+    /// The notifiers.
+    notifiers: notify::Notifiers,
     /// Workflows whose tasks changed since they were last looked at.
     touched_workflows: BTreeSet<WorkflowId>,
     /// Running tasks whose progress changed since it was last written: only the latest
@@ -170,6 +173,7 @@ impl EngineState {
             group_running: HashMap::new(),
             held_back: HashMap::new(),
             schedules: schedules::Schedules::default(),
+            notifiers: notify::Notifiers::new(),
             touched_workflows: BTreeSet::new(),
             progress_dirty: BTreeSet::new(),
             progress_in_flight: false,
@@ -212,6 +216,7 @@ impl EngineState {
         self.advance_workflows();
         self.dispatch();
         self.flush_progress();
+        self.queue_notifications();
         if let Lifecycle::Stopping(waiters) = &mut self.lifecycle
             && self.running.is_empty()
         {
@@ -292,11 +297,11 @@ impl EngineState {
             Command::AddSchedule {
                 actor,
                 spec,
-                owner,
+                owner_host,
                 reply,
             } => {
-                let params = serde_json::to_value(&spec).unwrap_or_default();
-                let outcome = self.add_schedule(actor.clone(), spec, owner, reply);
+                let params = crate::audit::schedule_params(&spec);
+                let outcome = self.add_schedule(actor.clone(), spec, owner_host, reply);
                 self.audit(actor, "schedule_add", params, outcome);
             }
             Command::ChangeSchedule {
@@ -310,6 +315,30 @@ impl EngineState {
                 self.audit(actor, "schedule_change", params, outcome);
             }
             Command::FireSchedule { name, slot, draft } => self.fire_schedule(name, slot, draft),
+            Command::AddNotifier { actor, spec, reply } => {
+                let mut params = serde_json::to_value(&spec).unwrap_or_default();
+                crate::audit::redact(&mut params);
+                let outcome = self.add_notifier(actor.clone(), spec, reply);
+                self.audit(actor, "notify_add", params, outcome);
+            }
+            Command::ChangeNotifier {
+                actor,
+                name,
+                change,
+                reply,
+            } => {
+                let params = serde_json::json!({ "name": name, "change": change });
+                let outcome = self.change_notifier(&name, change, reply);
+                self.audit(actor, "notify_change", params, outcome);
+            }
+            Command::Delivered {
+                entry,
+                result,
+                reply,
+            } => {
+                self.delivered(*entry, result);
+                self.answer(reply, Ok(()));
+            }
             Command::PauseTask { actor, id, reply } => {
                 let outcome = self.pause_task(id, reply);
                 self.audit_on(actor, "pause", id, outcome);

@@ -53,6 +53,7 @@ impl EngineState {
         let default = orch_protocol::DEFAULT_GROUP.to_string();
         state.controls.groups.entry(default).or_default();
         state.recover_schedules(snapshot.schedules);
+        state.recover_notifiers(snapshot.notifiers);
         let highest = snapshot
             .tasks
             .iter()
@@ -95,6 +96,7 @@ impl EngineState {
             state.interrupted(id, attempt);
         }
         state.advance_workflows();
+        state.queue_notifications();
         state.step.effects.settled = state.close_step();
         let step = std::mem::take(&mut state.step);
         (state, step)

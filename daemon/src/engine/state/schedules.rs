@@ -6,7 +6,7 @@
 //! A time fired more than [`LATE`] after it came, or once a later time has come too, was
 //! missed (the daemon was down, or the schedule paused): `skip` runs none of the missed
 //! times and goes on at the next one after now; `once` runs one for all of them; `all`
-//! runs each in order, at most [`MAX_CATCH_UP`] in a row.
+//! runs each in order, the first [`MAX_CATCH_UP`] of them (the later ones are skipped).
 
 use std::collections::HashMap;
 
@@ -26,7 +26,7 @@ use crate::workflows::Draft;
 pub const LATE: chrono::Duration = chrono::Duration::seconds(60);
 
 /// The most missed times a `skip` counts one by one (more are counted as this many).
-const MAX_COUNTED_SKIPS: u64 = 10_000;
+const MAX_COUNTED_SKIPS: u64 = 1_000;
 
 /// The schedules and what the engine keeps of them besides their records.
 #[derive(Default)]
@@ -80,7 +80,7 @@ impl EngineState {
         &mut self,
         actor: Actor,
         spec: ScheduleSpec,
-        owner: bool,
+        owner_host: Option<String>,
         reply: Reply<Schedule>,
     ) -> Outcome {
         let checked = self.check_schedule(&spec).and_then(|times| {
@@ -101,7 +101,7 @@ impl EngineState {
             spec,
             created_by: actor,
             created_at: self.now,
-            owner,
+            owner_host,
             paused: false,
             next_run: Some(next),
             runs: 0,
@@ -183,7 +183,7 @@ impl EngineState {
             }
             ScheduleChange::Remove => {
                 let schedule = self.forget_schedule(name);
-                self.step.batch.schedule_removals.push(name.to_string());
+                self.step.batch.remove_schedule(name.to_string());
                 self.answer(reply, Ok(schedule));
                 return Ok(format!("schedule {name} removed"));
             }
@@ -278,7 +278,7 @@ impl EngineState {
         (slot, next): (DateTime<Utc>, Option<DateTime<Utc>>),
         request: WorkflowRequest,
     ) {
-        let owner = self.schedules.records[name].owner;
+        let owner_host = self.schedules.records[name].owner_host.clone();
         self.schedules
             .expanding
             .insert(name.to_string(), (slot, next));
@@ -286,7 +286,7 @@ impl EngineState {
             schedule: name.to_string(),
             slot,
             request,
-            owner,
+            owner_host,
         });
     }
 
@@ -308,8 +308,10 @@ impl EngineState {
             .schedules
             .records
             .get(&name)
-            .is_some_and(|s| s.next_run == Some(slot));
+            .is_some_and(|s| s.next_run == Some(slot) && !s.paused);
         if !still_due {
+            // Paused meanwhile: nothing is submitted; its resume applies the catch-up
+            // policy to this time.
             return;
         }
         let run = match draft {
@@ -389,7 +391,7 @@ impl EngineState {
     /// Writes `schedule` with the step.
     fn store_schedule(&mut self, schedule: Schedule) {
         let name = schedule.spec.name.clone();
-        self.step.batch.schedules.push(schedule.clone());
+        self.step.batch.put_schedule(schedule.clone());
         self.schedules.records.insert(name, schedule);
     }
 

@@ -61,6 +61,7 @@ macro_rules! conformance_tests {
             archiving_is_refused_when_the_log_changed_and_nothing_changes,
             a_store_migrated_into_this_one_and_out_again_is_the_same,
             the_queue_controls_are_stored_whole_and_default_until_then,
+            records_by_name_are_written_and_removed_in_the_order_of_their_batches,
         );
     };
     (@cases $fixture:expr; $($case:ident),* $(,)?) => {
@@ -324,4 +325,99 @@ pub(crate) fn the_queue_controls_are_stored_whole_and_default_until_then(fixture
     let snapshot = store.load().unwrap();
     assert_eq!(snapshot.controls, controls);
     assert_eq!(snapshot.tasks, vec![paused]);
+}
+
+/// Schedules, notifiers and outbox entries are kept by name; batches merged by the
+/// group committer keep their order: a later write of a name removed earlier stays, a
+/// later removal of a name written earlier wins.
+pub(crate) fn records_by_name_are_written_and_removed_in_the_order_of_their_batches(
+    fixture: &dyn Fixture,
+) {
+    use orch_protocol::{
+        Actor, CatchUp, Notifier, NotifierSpec, NotifyFilter, NotifyTarget, OutboxEntry, Schedule,
+        ScheduleSpec, ScheduledWork,
+    };
+    let actor = Actor {
+        uid: 1,
+        interface: "socket".into(),
+    };
+    let schedule = |name: &str| Schedule {
+        spec: ScheduleSpec {
+            name: name.into(),
+            cron: "0 3 * * *".into(),
+            timezone: None,
+            catch_up: CatchUp::Skip,
+            work: ScheduledWork::Task {
+                task: Box::new(TaskSpec::command("true", vec![])),
+            },
+        },
+        created_by: actor.clone(),
+        created_at: Utc::now(),
+        owner_host: None,
+        paused: false,
+        next_run: Some(Utc::now()),
+        runs: 0,
+        skipped: 0,
+        last_run: None,
+    };
+    let notifier = Notifier {
+        spec: NotifierSpec {
+            name: "ci".into(),
+            target: NotifyTarget::Command {
+                command: vec!["true".into()],
+            },
+            filter: NotifyFilter::default(),
+        },
+        created_by: actor.clone(),
+        created_at: Utc::now(),
+        delivered: 0,
+        given_up: 0,
+        last_error: None,
+    };
+    let entry = |key: &str| OutboxEntry {
+        key: key.into(),
+        notifier: "ci".into(),
+        body: "{}".into(),
+        event: "succeeded".into(),
+        attempts: 0,
+        due: Utc::now(),
+    };
+    let store = fixture.open();
+    let mut first = WriteBatch::default();
+    first.put_schedule(schedule("a"));
+    first.put_schedule(schedule("b"));
+    first.put_notifier(notifier.clone());
+    first.outbox = vec![
+        entry("00000000000000000002.ci"),
+        entry("00000000000000000001.ci"),
+    ];
+    store.commit(&first).unwrap();
+    // Removed, then written again, in two batches merged into one commit.
+    let mut merged = WriteBatch::default();
+    merged.remove_schedule("a".into());
+    merged.outbox_removals = vec!["00000000000000000001.ci".into()];
+    let mut later = WriteBatch::default();
+    later.put_schedule(schedule("a"));
+    later.remove_schedule("b".into());
+    merged.append(later);
+    store.commit(&merged).unwrap();
+    drop(store);
+    let store = fixture.open();
+    let names: Vec<String> = store
+        .schedules()
+        .unwrap()
+        .into_iter()
+        .map(|s| s.spec.name)
+        .collect();
+    assert_eq!(names, vec!["a"]);
+    assert_eq!(store.notifiers().unwrap(), vec![notifier.clone()]);
+    let keys: Vec<String> = store
+        .outbox(10)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.key)
+        .collect();
+    assert_eq!(keys, vec!["00000000000000000002.ci"]);
+    let snapshot = store.load().unwrap();
+    assert_eq!((snapshot.schedules.len(), snapshot.notifiers.len()), (1, 1));
 }

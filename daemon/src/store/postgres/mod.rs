@@ -378,6 +378,17 @@ impl Store for PostgresStore {
         self.read(|conn| async move { read::schedules(&conn).await })
     }
 
+    fn notifiers(&self) -> Result<Vec<orch_protocol::Notifier>, StoreError> {
+        self.read(|conn| async move { read::named(&conn, "notifiers", "notifier", i64::MAX).await })
+    }
+
+    fn outbox(&self, limit: usize) -> Result<Vec<orch_protocol::OutboxEntry>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.read(
+            |conn| async move { read::named(&conn, "notify_outbox", "notification", limit).await },
+        )
+    }
+
     fn count_by_status(&self) -> Result<Vec<(TaskStatus, u64)>, StoreError> {
         let counts = self.read(|conn| async move {
             let mut counts = std::collections::HashMap::new();

@@ -205,6 +205,7 @@ pub(super) fn snapshot(bridge: &Bridge) -> Result<Snapshot, StoreError> {
         let migration_underway = conn.query_opt(sql, &[&MIGRATION_UNDERWAY]).await?;
         let controls = controls(&conn).await?;
         let schedules = schedules(&conn).await?;
+        let notifiers = named(&conn, "notifiers", "notifier", i64::MAX).await?;
         Ok(Snapshot {
             tasks,
             workflows,
@@ -215,6 +216,7 @@ pub(super) fn snapshot(bridge: &Bridge) -> Result<Snapshot, StoreError> {
             migration_underway: migration_underway.is_some(),
             controls,
             schedules,
+            notifiers,
         })
     })
 }
@@ -268,4 +270,29 @@ pub(super) async fn schedules(conn: &Conn) -> Result<Vec<orch_protocol::Schedule
         );
     }
     Ok(schedules)
+}
+
+/// The first `limit` JSON records of `table` (`notifiers` or `notify_outbox`: its first
+/// column the name, its second the body), in name order.
+pub(super) async fn named<T: serde::de::DeserializeOwned>(
+    conn: &Conn,
+    table: &str,
+    what: &str,
+    limit: i64,
+) -> Result<Vec<T>, StoreError> {
+    // `table` is one of two constants of this module's callers, never input.
+    let sql = format!("SELECT * FROM {table} ORDER BY 1 LIMIT $1");
+    let rows = conn.query(&sql, &[&limit]).await?;
+    let mut records = Vec::with_capacity(rows.len());
+    for row in rows {
+        let name: String = row.try_get(0).map_err(pg)?;
+        let body: String = row.try_get(1).map_err(pg)?;
+        records.push(
+            serde_json::from_str(&body).map_err(|e| StoreError::Corrupt {
+                what: format!("{what} {name}"),
+                error: e.to_string(),
+            })?,
+        );
+    }
+    Ok(records)
 }

@@ -114,12 +114,15 @@ const MIGRATIONS: &[&str] = &[
     "SELECT 1;",
     // 6: groups and pauses: the queue's controls (one row), and whether a placed attempt
     // is to be paused (SIGSTOP) by its node. Tasks may name a group and running ones be
-    // paused, which a daemon of an earlier version cannot read. And the schedules.
+    // paused, which a daemon of an earlier version cannot read. And the schedules, the
+    // notifiers and the outbox of their notifications (by key: the oldest events first).
     "CREATE TABLE queue_controls (
         only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
         body text NOT NULL
     );
     CREATE TABLE schedules (name text PRIMARY KEY, body text NOT NULL);
+    CREATE TABLE notifiers (name text PRIMARY KEY, body text NOT NULL);
+    CREATE TABLE notify_outbox (key text PRIMARY KEY, body text NOT NULL);
     ALTER TABLE cluster_attempts ADD COLUMN paused boolean NOT NULL DEFAULT false;",
 ];
 

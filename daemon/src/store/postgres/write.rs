@@ -54,6 +54,14 @@ pub(super) struct Plan {
     schedules: (Vec<String>, Vec<String>),
     /// Schedules to remove, by name.
     schedule_removals: Vec<String>,
+    /// Notifiers to write: names and bodies.
+    notifiers: (Vec<String>, Vec<String>),
+    /// Notifiers to remove, by name.
+    notifier_removals: Vec<String>,
+    /// Notifications to write: keys and bodies.
+    outbox: (Vec<String>, Vec<String>),
+    /// Notifications to remove, by key.
+    outbox_removals: Vec<String>,
 }
 
 impl Plan {
@@ -148,6 +156,13 @@ impl Plan {
                 .into_iter()
                 .unzip(),
             schedule_removals: batch.schedule_removals.clone(),
+            notifiers: named_rows(
+                batch.notifiers.iter().map(|n| (&n.spec.name, n)),
+                "a notifier",
+            )?,
+            notifier_removals: batch.notifier_removals.clone(),
+            outbox: named_rows(batch.outbox.iter().map(|e| (&e.key, e)), "a notification")?,
+            outbox_removals: batch.outbox_removals.clone(),
         })
     }
 
@@ -249,6 +264,16 @@ impl Plan {
             let sql = "DELETE FROM schedules WHERE name = ANY($1)";
             steps.push(sql, vec![&self.schedule_removals]);
         }
+        upsert_named(&mut steps, "notifiers", &self.notifiers);
+        if !self.notifier_removals.is_empty() {
+            let sql = "DELETE FROM notifiers WHERE name = ANY($1)";
+            steps.push(sql, vec![&self.notifier_removals]);
+        }
+        upsert_named(&mut steps, "notify_outbox", &self.outbox);
+        if !self.outbox_removals.is_empty() {
+            let sql = "DELETE FROM notify_outbox WHERE key = ANY($1)";
+            steps.push(sql, vec![&self.outbox_removals]);
+        }
         if let Some(controls) = &self.controls {
             steps.push(
                 "INSERT INTO queue_controls (body) VALUES ($1)
@@ -337,4 +362,46 @@ impl<'a> Pipeline<'a> {
         );
         self.push(add, vec![keys, deltas]);
     }
+}
+
+/// Names and JSON bodies of `records`.
+fn named_rows<'a, T: serde::Serialize + 'a>(
+    records: impl Iterator<Item = (&'a String, &'a T)>,
+    what: &str,
+) -> Result<(Vec<String>, Vec<String>), StoreError> {
+    let mut rows = (Vec::new(), Vec::new());
+    for (name, record) in records {
+        rows.0.push(name.clone());
+        rows.1.push(encode(what, record)?);
+    }
+    Ok(rows)
+}
+
+/// The statement that inserts or replaces `rows` (names and bodies) in `table` (its first
+/// column the name): the last of a name in the batch stays.
+fn upsert_named<'a>(
+    steps: &mut Pipeline<'a>,
+    table: &'static str,
+    rows: &'a (Vec<String>, Vec<String>),
+) {
+    if rows.0.is_empty() {
+        return;
+    }
+    let sql = match table {
+        "notifiers" => {
+            "INSERT INTO notifiers (name, body)
+             SELECT DISTINCT ON (name) name, body
+             FROM UNNEST($1::text[], $2::text[]) WITH ORDINALITY AS s(name, body, n)
+             ORDER BY name, n DESC
+             ON CONFLICT (name) DO UPDATE SET body = EXCLUDED.body"
+        }
+        _ => {
+            "INSERT INTO notify_outbox (key, body)
+             SELECT DISTINCT ON (key) key, body
+             FROM UNNEST($1::text[], $2::text[]) WITH ORDINALITY AS s(key, body, n)
+             ORDER BY key, n DESC
+             ON CONFLICT (key) DO UPDATE SET body = EXCLUDED.body"
+        }
+    };
+    steps.push(sql, vec![&rows.0, &rows.1]);
 }

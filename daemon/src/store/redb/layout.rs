@@ -7,7 +7,8 @@
 //!   of an earlier layout cannot read: nothing to migrate, the version makes it refuse
 //!   the file.
 //! - Layout 4: tasks may name a group, and running ones be paused; the `settings` table
-//!   holds the queue's controls, `schedules` the schedules. Nothing to migrate (the tables
+//!   holds the queue's controls, `schedules` the schedules, `notifiers` and
+//!   `notify_outbox` the notifications. Nothing to migrate (the tables
 //!   are made at open); the version makes an earlier daemon refuse the file.
 //!
 //! A migration runs in one write transaction: a crash during it leaves the file at its

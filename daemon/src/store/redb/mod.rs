@@ -54,6 +54,10 @@ const SETTINGS: TableDefinition<&str, &[u8]> = TableDefinition::new("settings");
 
 /// Schedules by name.
 const SCHEDULES: TableDefinition<&str, &[u8]> = TableDefinition::new("schedules");
+/// Notifiers by name.
+const NOTIFIERS: TableDefinition<&str, &[u8]> = TableDefinition::new("notifiers");
+/// The notifications not delivered yet, by key.
+const OUTBOX: TableDefinition<&str, &[u8]> = TableDefinition::new("notify_outbox");
 
 /// The `settings` key of the queue's controls (groups, pauses).
 const QUEUE_CONTROLS: &str = "queue_controls";
@@ -217,6 +221,16 @@ impl Store for RedbStore {
     fn schedules(&self) -> Result<Vec<orch_protocol::Schedule>, StoreError> {
         let txn = self.db.begin_read().map_err(backend)?;
         read::schedules(&txn)
+    }
+
+    fn notifiers(&self) -> Result<Vec<orch_protocol::Notifier>, StoreError> {
+        let txn = self.db.begin_read().map_err(backend)?;
+        read::named(&txn, NOTIFIERS, "notifier", usize::MAX)
+    }
+
+    fn outbox(&self, limit: usize) -> Result<Vec<orch_protocol::OutboxEntry>, StoreError> {
+        let txn = self.db.begin_read().map_err(backend)?;
+        read::named(&txn, OUTBOX, "notification", limit)
     }
 
     fn count_by_status(&self) -> Result<Vec<(TaskStatus, u64)>, StoreError> {

@@ -8,8 +8,8 @@ use ::redb::{ReadTransaction, ReadableTable, ReadableTableMetadata};
 use orch_protocol::{Task, TaskFilter, TaskId, TaskStatus, TestEnv, Workflow};
 
 use super::{
-    BY_LABEL, BY_STATUS, LAST_TASK_ID, META, MIGRATION_UNDERWAY, QUEUE, QUEUE_CONTROLS, SCHEDULES,
-    SETTINGS, TASKS, TEST_ENVS, WORKFLOWS,
+    BY_LABEL, BY_STATUS, LAST_TASK_ID, META, MIGRATION_UNDERWAY, NOTIFIERS, QUEUE, QUEUE_CONTROLS,
+    SCHEDULES, SETTINGS, TASKS, TEST_ENVS, WORKFLOWS,
 };
 use super::{backend, decode};
 use crate::store::{Snapshot, StoreError};
@@ -64,6 +64,7 @@ pub(super) fn snapshot(txn: &ReadTransaction) -> Result<Snapshot, StoreError> {
         migration_underway: meta.get(MIGRATION_UNDERWAY).map_err(backend)?.is_some(),
         controls: controls(txn)?,
         schedules: schedules(txn)?,
+        notifiers: named(txn, NOTIFIERS, "notifier", usize::MAX)?,
     })
 }
 
@@ -189,4 +190,20 @@ pub(super) fn schedules(txn: &ReadTransaction) -> Result<Vec<orch_protocol::Sche
         schedules.push(decode(&format!("schedule {}", name.value()), body.value())?);
     }
     Ok(schedules)
+}
+
+/// The first `limit` records of a table of JSON records by name, in name order.
+pub(super) fn named<T: serde::de::DeserializeOwned>(
+    txn: &ReadTransaction,
+    table: ::redb::TableDefinition<&str, &[u8]>,
+    what: &str,
+    limit: usize,
+) -> Result<Vec<T>, StoreError> {
+    let table = txn.open_table(table).map_err(backend)?;
+    let mut records = Vec::new();
+    for entry in table.iter().map_err(backend)?.take(limit) {
+        let (name, body) = entry.map_err(backend)?;
+        records.push(decode(&format!("{what} {}", name.value()), body.value())?);
+    }
+    Ok(records)
 }

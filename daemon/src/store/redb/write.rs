@@ -7,8 +7,8 @@ use orch_protocol::TaskStatus;
 
 use super::{
     BY_LABEL, BY_STATUS, COUNTS, EVENTS, EVENTS_REMOVED_THROUGH, LAST_TASK_ID, META,
-    MIGRATION_UNDERWAY, QUEUE, QUEUE_CONTROLS, SCHEDULES, SETTINGS, TASKS, TEST_ENVS,
-    WORKFLOW_COUNTS, WORKFLOW_STATUS, WORKFLOWS, queue_key,
+    MIGRATION_UNDERWAY, NOTIFIERS, OUTBOX, QUEUE, QUEUE_CONTROLS, SCHEDULES, SETTINGS, TASKS,
+    TEST_ENVS, WORKFLOW_COUNTS, WORKFLOW_STATUS, WORKFLOWS, queue_key,
 };
 use crate::store::WriteBatch;
 
@@ -102,6 +102,18 @@ pub(super) fn apply(txn: &WriteTransaction, batch: &WriteBatch) -> Result<(), re
             table.remove(name.as_str())?;
         }
     }
+    put_named(
+        txn,
+        NOTIFIERS,
+        batch.notifiers.iter().map(|n| (n.spec.name.as_str(), n)),
+    )?;
+    remove_named(txn, NOTIFIERS, &batch.notifier_removals)?;
+    put_named(
+        txn,
+        OUTBOX,
+        batch.outbox.iter().map(|e| (e.key.as_str(), e)),
+    )?;
+    remove_named(txn, OUTBOX, &batch.outbox_removals)?;
     if let Some(controls) = &batch.controls {
         let body = serde_json::to_vec(controls).expect("the queue's controls serialize");
         txn.open_table(SETTINGS)?
@@ -145,5 +157,39 @@ pub(super) fn count_workflow(
     }
     let n = counts.get(status)?.map_or(0, |v| v.value());
     counts.insert(status, n + 1)?;
+    Ok(())
+}
+
+/// Writes JSON records by name into `table`.
+fn put_named<'a, T: serde::Serialize + 'a>(
+    txn: &WriteTransaction,
+    table: ::redb::TableDefinition<&str, &[u8]>,
+    records: impl Iterator<Item = (&'a str, &'a T)>,
+) -> Result<(), redb::Error> {
+    let mut records = records.peekable();
+    if records.peek().is_none() {
+        return Ok(());
+    }
+    let mut table = txn.open_table(table)?;
+    for (name, record) in records {
+        let body = serde_json::to_vec(record).expect("records serialize");
+        table.insert(name, body.as_slice())?;
+    }
+    Ok(())
+}
+
+/// Removes records by name from `table`.
+fn remove_named(
+    txn: &WriteTransaction,
+    table: ::redb::TableDefinition<&str, &[u8]>,
+    names: &[String],
+) -> Result<(), redb::Error> {
+    if names.is_empty() {
+        return Ok(());
+    }
+    let mut table = txn.open_table(table)?;
+    for name in names {
+        table.remove(name.as_str())?;
+    }
     Ok(())
 }

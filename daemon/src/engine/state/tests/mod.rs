@@ -16,6 +16,7 @@ mod delays;
 mod dependencies;
 mod groups;
 mod live;
+mod notifications;
 mod ordering;
 mod placement;
 mod progress;
@@ -407,6 +408,7 @@ impl Harness {
             migration_underway: false,
             controls: self.state.controls.clone(),
             schedules: self.state.stored_schedules(),
+            notifiers: self.state.notifiers.values().cloned().collect(),
         }
     }
 }

@@ -28,7 +28,7 @@ impl Harness {
         self.ask(|reply| Command::AddSchedule {
             actor: actor(),
             spec,
-            owner: true,
+            owner_host: Some("here".into()),
             reply,
         })
     }

@@ -104,6 +104,23 @@ pub fn schedule_params(spec: &orch_protocol::ScheduleSpec) -> serde_json::Value 
     params
 }
 
+/// The audit parameters of a notifier's creation: its settings, without its secret, a
+/// command's arguments or a URL's query (which may hold credentials).
+pub fn notifier_params(spec: &orch_protocol::NotifierSpec) -> serde_json::Value {
+    let target = match &spec.target {
+        orch_protocol::NotifyTarget::Webhook { url, .. } => {
+            let shown = url.split('?').next().unwrap_or_default();
+            serde_json::json!({ "kind": "webhook", "url": shown, "secret": REDACTED })
+        }
+        orch_protocol::NotifyTarget::Command { command } => {
+            let program = command.first().cloned().unwrap_or_default();
+            let args = command.len().saturating_sub(1);
+            serde_json::json!({ "kind": "command", "program": program, "args": args })
+        }
+    };
+    serde_json::json!({ "name": spec.name, "target": target, "filter": spec.filter })
+}
+
 /// Lower-case hexadecimal.
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()

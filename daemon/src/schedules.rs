@@ -15,9 +15,9 @@ const MAX_PATTERN: usize = 256;
 /// The longest time zone name accepted.
 const MAX_ZONE: usize = 64;
 
-/// The most local times a search steps through a repeated hour (a pattern of every
-/// second has 3600 there).
-const MAX_REPEATED: usize = 4000;
+/// The most local times a search steps through a repeated period (a pattern of every
+/// second has 3600 in a repeated hour, 7200 in Antarctica/Troll's two).
+const MAX_REPEATED: usize = 8000;
 
 /// A schedule's pattern and time zone, parsed.
 #[derive(Debug, Clone)]

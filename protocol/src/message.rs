@@ -381,7 +381,8 @@ pub enum Response {
     Notifiers {
         /// The notifiers.
         notifiers: Vec<Notifier>,
-        /// The notifications not delivered yet (oldest due first, at most 100).
+        /// The first notifications not delivered yet (by key: the oldest events first, at
+        /// most 100).
         waiting: Vec<crate::notify::OutboxEntry>,
     },
     /// The request failed; nothing was changed.

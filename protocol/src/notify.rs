@@ -12,6 +12,10 @@ use crate::event::Event;
 /// The most notifiers a daemon keeps.
 pub const MAX_NOTIFIERS: usize = 64;
 
+/// The most notifications of one notifier the outbox holds; later ones are given up on
+/// at once (a receiver down for long does not make the outbox grow without bound).
+pub const MAX_WAITING: u64 = 10_000;
+
 /// The longest webhook URL.
 pub const MAX_URL: usize = 2048;
 
@@ -106,9 +110,13 @@ pub struct Notifier {
     /// How many notifications it delivered.
     #[serde(default)]
     pub delivered: u64,
-    /// How many it gave up on (after every retry failed).
+    /// How many it gave up on (after every retry failed, or dropped when
+    /// [`MAX_WAITING`] were waiting already).
     #[serde(default)]
     pub given_up: u64,
+    /// How many wait in the outbox.
+    #[serde(default)]
+    pub waiting: u64,
     /// The last failure of a delivery (retried or not).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,

@@ -66,7 +66,10 @@ fn serve(stream: TcpStream, kept: &Mutex<Vec<Received>>, rejected: &Mutex<u32>) 
     let length: usize = headers["content-length"].parse().unwrap();
     let mut body = vec![0; length];
     reader.read_exact(&mut body).unwrap();
+    let timestamp: i64 = headers["x-orch-timestamp"].parse().unwrap();
+    let fresh = (chrono_now() - timestamp).abs() < 300;
     let mut mac = <Hmac<sha2::Sha256> as KeyInit>::new_from_slice(SECRET.as_bytes()).unwrap();
+    mac.update(format!("{timestamp}.").as_bytes());
     mac.update(&body);
     let hex: String = mac
         .finalize()
@@ -74,7 +77,7 @@ fn serve(stream: TcpStream, kept: &Mutex<Vec<Received>>, rejected: &Mutex<u32>) 
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
-    let signed = headers.get("x-orch-signature") == Some(&format!("sha256={hex}"));
+    let signed = fresh && headers.get("x-orch-signature") == Some(&format!("sha256={hex}"));
     let status = if signed {
         kept.lock().unwrap().push(Received {
             key: headers["x-orch-delivery"].clone(),
@@ -91,6 +94,12 @@ fn serve(stream: TcpStream, kept: &Mutex<Vec<Received>>, rejected: &Mutex<u32>) 
         stream,
         "HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     );
+}
+
+/// The Unix time in seconds.
+fn chrono_now() -> i64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.unwrap().as_secs() as i64
 }
 
 #[test]

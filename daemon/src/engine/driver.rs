@@ -47,6 +47,9 @@ pub struct EngineParts {
     pub outbox: Arc<tokio::sync::Notify>,
 }
 
+/// How many scheduled workflows are expanded at once, at most.
+const MAX_EXPANSIONS: usize = 4;
+
 /// How long a scheduled workflow's expansion may take.
 const EXPANSION_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
 
@@ -88,6 +91,9 @@ pub struct Engine {
 #[derive(Clone)]
 struct Executor {
     expander: Arc<dyn Expand>,
+    /// Permits for expansions under way (each holds a blocking thread until it ends,
+    /// even past its time limit).
+    expanding: Arc<tokio::sync::Semaphore>,
     outbox: Arc<tokio::sync::Notify>,
     bus: EventBus,
     runner: Runner,
@@ -160,6 +166,7 @@ impl Engine {
         );
         let executor = Executor {
             expander: parts.expander,
+            expanding: Arc::new(tokio::sync::Semaphore::new(MAX_EXPANSIONS)),
             outbox: parts.outbox,
             bus: parts.bus,
             runner,
@@ -474,6 +481,7 @@ impl Executor {
     /// it to the engine.
     fn expand(&self, expansion: Expansion) {
         let (mailbox, expander) = (self.mailbox.clone(), self.expander.clone());
+        let permit = self.expanding.clone().try_acquire_owned();
         self.runtime.spawn(async move {
             let Expansion {
                 schedule,
@@ -481,16 +489,23 @@ impl Executor {
                 request,
                 owner_host,
             } = expansion;
-            let expanded = tokio::task::spawn_blocking(move || {
-                expander.expand(&request, owner_host.as_deref())
-            });
-            // A workspace on a hung file system must not stall the schedule for good.
-            let expanded = tokio::time::timeout(EXPANSION_LIMIT, expanded)
-                .await
-                .unwrap_or_else(|_| Ok(Err("the expansion took too long".into())));
-            let draft = match expanded {
-                Ok(draft) => draft.map(Box::new),
-                Err(e) => Err(format!("the expansion failed: {e}")),
+            let draft = match permit {
+                // Every permit is held by an expansion that does not end (a workspace
+                // that does not answer): no more threads go to it.
+                Err(_) => Err(format!(
+                    "{MAX_EXPANSIONS} expansions are still under way (does the workspace answer?)"
+                )),
+                Ok(permit) => {
+                    let expanded = tokio::task::spawn_blocking(move || {
+                        let _permit = permit;
+                        expander.expand(&request, owner_host.as_deref())
+                    });
+                    match tokio::time::timeout(EXPANSION_LIMIT, expanded).await {
+                        Ok(Ok(draft)) => draft.map(Box::new),
+                        Ok(Err(e)) => Err(format!("the expansion failed: {e}")),
+                        Err(_) => Err("the expansion took too long".into()),
+                    }
+                }
             };
             let fire = Command::FireSchedule {
                 name: schedule,

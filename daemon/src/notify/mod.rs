@@ -10,7 +10,7 @@
 
 pub mod send;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,8 +25,12 @@ use tokio_util::sync::CancellationToken;
 use crate::engine::{Command, EngineHandle};
 use crate::store::Store;
 
-/// How many outbox entries one look reads.
-const BATCH: usize = 100;
+/// How many due notifications of each notifier one look reads.
+const PER_NOTIFIER: usize = 4;
+
+/// How many tries of one notifier run at once (a receiver that does not answer holds no
+/// more slots than this).
+const IN_FLIGHT_PER_NOTIFIER: usize = 2;
 
 /// How many tries run at once.
 const IN_FLIGHT: usize = 8;
@@ -41,6 +45,9 @@ const MAX_ARG: usize = 4096;
 /// The longest webhook secret.
 const MAX_SECRET: usize = 1024;
 
+/// The most event types a filter names.
+const MAX_EVENTS: usize = 16;
+
 /// Starts the deliverer of the engine's outbox; it stops with `shutdown`.
 pub fn spawn(
     store: Arc<dyn Store>,
@@ -51,18 +58,40 @@ pub fn spawn(
     let deliverer = Deliverer {
         store,
         engine,
-        in_flight: Arc::new(Mutex::new(HashSet::new())),
+        flight: Arc::new(Mutex::new(Flight::default())),
         wake,
     };
     tokio::spawn(async move { deliverer.run(shutdown).await });
+}
+
+/// The tries under way, and those whose end was committed since the outbox was last
+/// read.
+#[derive(Default)]
+struct Flight {
+    /// Key → its notifier, and whether its try's end is committed. A key stays until the
+    /// next read of the outbox begins: the read under way when the end was committed
+    /// still has the entry as it was, and must not send it again.
+    keys: HashMap<String, (String, bool)>,
+}
+
+impl Flight {
+    /// How many tries run, in all and of `notifier`.
+    fn running(&self, notifier: &str) -> (usize, usize) {
+        let tried = self.keys.values().filter(|(_, done)| !done);
+        let (mut all, mut its) = (0, 0);
+        for (name, _) in tried {
+            all += 1;
+            its += usize::from(name == notifier);
+        }
+        (all, its)
+    }
 }
 
 /// The deliverer's state.
 struct Deliverer {
     store: Arc<dyn Store>,
     engine: EngineHandle,
-    /// The keys being tried now (not read again until their try is committed).
-    in_flight: Arc<Mutex<HashSet<String>>>,
+    flight: Arc<Mutex<Flight>>,
     wake: Arc<Notify>,
 }
 
@@ -84,16 +113,25 @@ impl Deliverer {
         }
     }
 
-    /// Starts a try of each due entry that is not being tried; how long until the next
-    /// entry is due.
+    fn flight(&self) -> std::sync::MutexGuard<'_, Flight> {
+        self.flight.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts a try of each due notification that may start now; how long until the
+    /// next one is due.
     async fn look(&self) -> Result<Duration, String> {
+        // The ends committed so far are in the read that follows: those keys may be read
+        // (and tried) again.
+        self.flight().keys.retain(|_, (_, done)| !*done);
         let store = self.store.clone();
         let read = tokio::task::spawn_blocking(move || {
-            let entries = store.outbox(BATCH)?;
+            let now = Utc::now();
+            let due = store.outbox_due(now, PER_NOTIFIER)?;
+            let next = store.outbox_next_due()?;
             let notifiers = store.notifiers()?;
-            Ok::<_, crate::store::StoreError>((entries, notifiers))
+            Ok::<_, crate::store::StoreError>((due, next, notifiers))
         });
-        let (entries, notifiers) = read
+        let (due, next, notifiers) = read
             .await
             .map_err(|e| e.to_string())?
             .map_err(|e| e.to_string())?;
@@ -101,35 +139,31 @@ impl Deliverer {
             .into_iter()
             .map(|n| (n.spec.name, n.spec.target))
             .collect();
-        let now = Utc::now();
-        let mut wait = POLL;
-        for entry in entries {
-            if entry.due > now {
-                let until = (entry.due - now).to_std().unwrap_or_default();
-                wait = wait.min(until);
-                continue;
+        for entry in due {
+            {
+                let mut flight = self.flight();
+                let (all, its) = flight.running(&entry.notifier);
+                if all >= IN_FLIGHT || its >= IN_FLIGHT_PER_NOTIFIER {
+                    continue; // a try that ends wakes the deliverer
+                }
+                if flight.keys.contains_key(&entry.key) {
+                    continue;
+                }
+                let held = (entry.notifier.clone(), false);
+                flight.keys.insert(entry.key.clone(), held);
             }
-            let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
-            if in_flight.len() >= IN_FLIGHT {
-                break; // a try that ends wakes the deliverer
-            }
-            if !in_flight.insert(entry.key.clone()) {
-                continue;
-            }
-            drop(in_flight);
             let target = targets.get(&entry.notifier).cloned();
             self.try_one(entry, target);
         }
-        Ok(wait)
+        let now = Utc::now();
+        let wait = next.map_or(POLL, |next| (next - now).to_std().unwrap_or_default());
+        // A due entry that could not start waits for a try's end, which wakes us.
+        Ok(wait.clamp(Duration::from_millis(50), POLL))
     }
 
     /// Tries `entry` (its notifier's target: none once it was removed), then reports it.
     fn try_one(&self, entry: OutboxEntry, target: Option<NotifyTarget>) {
-        let (engine, in_flight, wake) = (
-            self.engine.clone(),
-            self.in_flight.clone(),
-            self.wake.clone(),
-        );
+        let (engine, flight, wake) = (self.engine.clone(), self.flight.clone(), self.wake.clone());
         tokio::spawn(async move {
             let result = match &target {
                 Some(target) => send::send(target, &entry).await,
@@ -137,8 +171,8 @@ impl Deliverer {
             };
             let key = entry.key.clone();
             let entry = Box::new(entry);
-            // Until the try's end is durable the entry is still in the outbox as it was:
-            // it stays in flight, so that it is not sent again meanwhile.
+            // Until the try's end is durable the entry is in the outbox as it was: it
+            // stays in flight (and after, until a read that follows the commit).
             let committed = engine
                 .request(|reply| Command::Delivered {
                     entry,
@@ -149,10 +183,14 @@ impl Deliverer {
             if let Err(e) = committed {
                 tracing::debug!(key, error = %e.message, "a try's end was not recorded");
             }
-            in_flight
+            if let Some((_, done)) = flight
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .remove(&key);
+                .keys
+                .get_mut(&key)
+            {
+                *done = true;
+            }
             wake.notify_one();
         });
     }
@@ -186,6 +224,12 @@ pub fn check(spec: &NotifierSpec) -> Result<(), ErrorReply> {
                 );
             }
         }
+    }
+    if spec.filter.events.len() > MAX_EVENTS {
+        return bad(
+            "events",
+            format!("a filter names at most {MAX_EVENTS} event types"),
+        );
     }
     if let Some(unknown) = spec
         .filter

@@ -122,6 +122,9 @@ pub struct WriteBatch {
     pub outbox: Vec<OutboxEntry>,
     /// Notifications to take out of the outbox, by key (after the writes above).
     pub outbox_removals: Vec<String>,
+    /// Notifiers whose notifications all leave the outbox (removed notifiers), after the
+    /// writes above.
+    pub outbox_purges: Vec<String>,
 }
 
 /// What a batch changes in the placements of a cluster's attempts: each row tells a node
@@ -196,12 +199,14 @@ impl WriteBatch {
             self.put_notifier(notifier);
         }
         for key in other.outbox_removals {
-            self.outbox.retain(|e| e.key != key);
-            self.outbox_removals.push(key);
+            self.remove_outbox(key);
+        }
+        for name in other.outbox_purges {
+            self.outbox.retain(|e| e.notifier != name);
+            self.outbox_purges.push(name);
         }
         for entry in other.outbox {
-            self.outbox_removals.retain(|k| *k != entry.key);
-            self.outbox.push(entry);
+            self.put_outbox(entry);
         }
         self.placements.done.extend(other.placements.done);
     }
@@ -230,6 +235,21 @@ impl WriteBatch {
     pub fn remove_notifier(&mut self, name: String) {
         self.notifiers.retain(|n| n.spec.name != name);
         self.notifier_removals.push(name);
+    }
+
+    /// Puts `entry` in the outbox (by key), in place of a removal of it earlier in the
+    /// batch.
+    pub fn put_outbox(&mut self, entry: OutboxEntry) {
+        self.outbox_removals.retain(|k| *k != entry.key);
+        self.outbox.retain(|e| e.key != entry.key);
+        self.outbox.push(entry);
+    }
+
+    /// Takes notification `key` out of the outbox, in place of writes of it earlier in
+    /// the batch.
+    pub fn remove_outbox(&mut self, key: String) {
+        self.outbox.retain(|e| e.key != key);
+        self.outbox_removals.push(key);
     }
 
     /// The highest id the batch takes: its new tasks', workflows' and test environments',
@@ -265,6 +285,7 @@ impl WriteBatch {
             && self.notifier_removals.is_empty()
             && self.outbox.is_empty()
             && self.outbox_removals.is_empty()
+            && self.outbox_purges.is_empty()
     }
 }
 
@@ -364,6 +385,17 @@ pub trait Store: AuditLog + Send + Sync + 'static {
 
     /// The first `limit` notifications of the outbox, by key (the oldest events first).
     fn outbox(&self, limit: usize) -> Result<Vec<OutboxEntry>, StoreError>;
+
+    /// The notifications due at `now`, of each notifier the first `per_notifier` by when
+    /// they are due.
+    fn outbox_due(
+        &self,
+        now: chrono::DateTime<chrono::Utc>,
+        per_notifier: usize,
+    ) -> Result<Vec<OutboxEntry>, StoreError>;
+
+    /// When the first notification of the outbox is due (none when it is empty).
+    fn outbox_next_due(&self) -> Result<Option<chrono::DateTime<chrono::Utc>>, StoreError>;
 
     /// How many tasks are in each status.
     fn count_by_status(&self) -> Result<Vec<(TaskStatus, u64)>, StoreError>;

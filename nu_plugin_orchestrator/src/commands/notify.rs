@@ -63,7 +63,7 @@ struct NotifierRow {
     created: chrono::DateTime<chrono::FixedOffset>,
 }
 
-fn row(notifier: Notifier, waiting: usize, span: Span) -> Value {
+fn row(notifier: Notifier, span: Span) -> Value {
     let (kind, target) = match &notifier.spec.target {
         NotifyTarget::Webhook { url, .. } => ("webhook", Value::string(url, span)),
         NotifyTarget::Command { command } => {
@@ -89,7 +89,7 @@ fn row(notifier: Notifier, waiting: usize, span: Span) -> Value {
         workflow: filter.workflow.map(int),
         delivered: int(notifier.delivered),
         given_up: int(notifier.given_up),
-        waiting: waiting as i64,
+        waiting: int(notifier.waiting),
         last_error: notifier.last_error,
         created: date(notifier.created_at),
     }
@@ -114,7 +114,7 @@ impl SimplePluginCommand for NotifyAdd {
     fn extra_description(&self) -> &str {
         r#"Each notification is committed to an outbox with its event, so a crash loses none; it is tried until delivered (a 2xx answer, or exit 0), up to 10 times with a growing wait, and may arrive more than once: `X-Orch-Delivery` (or $env.ORCH_DELIVERY) is its idempotency key.
 
-A webhook gets JSON ({delivery, notifier, type, task, label, event}) with `X-Orch-Signature: sha256=<hex HMAC-SHA256 of the body, keyed by --secret>` and `X-Orch-Event`. Plain http:// only; reach an HTTPS endpoint with a command hook such as [curl -sf -X POST -H 'Content-Type: application/json' --data-binary @- https://...]. A command gets the JSON on its standard input. Admins only."#
+A webhook gets JSON ({delivery, notifier, type, task, label, event}) with `X-Orch-Timestamp` (Unix seconds), `X-Orch-Signature: sha256=<hex HMAC-SHA256, keyed by --secret, of the timestamp, a dot and the body>` (refuse old timestamps to refuse replays) and `X-Orch-Event`. Plain http:// only; reach an HTTPS endpoint with a command hook such as [curl -sf -X POST -H 'Content-Type: application/json' --data-binary @- https://...]. A command gets the JSON on its standard input. Admins only."#
     }
 
     fn signature(&self) -> Signature {
@@ -188,7 +188,7 @@ A webhook gets JSON ({delivery, notifier, type, task, label, event}) with `X-Orc
             filter,
         };
         match plugin.call(engine, &Request::NotifierAdd { notifier: spec }) {
-            Ok(Response::Notifier(notifier)) => Ok(row(*notifier, 0, call.head)),
+            Ok(Response::Notifier(notifier)) => Ok(row(*notifier, call.head)),
             Ok(other) => Err(unexpected(other, call.head)),
             Err(e) => Err(labeled(e, call.head, &spans)),
         }
@@ -279,18 +279,12 @@ impl SimplePluginCommand for NotifyList {
         call: &EvaluatedCall,
         _input: &Value,
     ) -> Result<Value, LabeledError> {
-        let (notifiers, waiting) = match plugin.call(engine, &Request::Notifiers) {
-            Ok(Response::Notifiers { notifiers, waiting }) => (notifiers, waiting),
+        let notifiers = match plugin.call(engine, &Request::Notifiers) {
+            Ok(Response::Notifiers { notifiers, .. }) => notifiers,
             Ok(other) => return Err(unexpected(other, call.head)),
             Err(e) => return Err(labeled(e, call.head, &[])),
         };
-        let rows = notifiers
-            .into_iter()
-            .map(|n| {
-                let count = waiting.iter().filter(|w| w.notifier == n.spec.name).count();
-                row(n, count, call.head)
-            })
-            .collect();
+        let rows = notifiers.into_iter().map(|n| row(n, call.head)).collect();
         Ok(Value::list(rows, call.head))
     }
 }
@@ -355,7 +349,7 @@ impl SimplePluginCommand for NotifyChange {
             change: self.change,
         };
         match plugin.call(engine, &request) {
-            Ok(Response::Notifier(notifier)) => Ok(row(*notifier, 0, call.head)),
+            Ok(Response::Notifier(notifier)) => Ok(row(*notifier, call.head)),
             Ok(other) => Err(unexpected(other, call.head)),
             Err(e) => Err(labeled(e, call.head, &[("name", name.span)])),
         }

@@ -316,8 +316,7 @@ impl EngineState {
             }
             Command::FireSchedule { name, slot, draft } => self.fire_schedule(name, slot, draft),
             Command::AddNotifier { actor, spec, reply } => {
-                let mut params = serde_json::to_value(&spec).unwrap_or_default();
-                crate::audit::redact(&mut params);
+                let params = crate::audit::notifier_params(&spec);
                 let outcome = self.add_notifier(actor.clone(), spec, reply);
                 self.audit(actor, "notify_add", params, outcome);
             }

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 
 use chrono::Duration;
 use orch_protocol::{
-    Actor, ErrorKind, ErrorReply, Event, MAX_NOTIFIERS, Notifier, NotifierChange, NotifierSpec,
-    OutboxEntry,
+    Actor, ErrorKind, ErrorReply, Event, MAX_NOTIFIERS, MAX_WAITING, Notifier, NotifierChange,
+    NotifierSpec, OutboxEntry,
 };
 
 use super::{EngineState, Outcome, Reply};
@@ -48,9 +48,28 @@ impl EngineState {
                 }
             }
         }
-        if !entries.is_empty() {
-            self.step.batch.outbox.extend(entries);
+        let mut changed = std::collections::BTreeSet::new();
+        for entry in entries {
+            let notifier = self
+                .notifiers
+                .get_mut(&entry.notifier)
+                .expect("a known notifier");
+            changed.insert(entry.notifier.clone());
+            if notifier.waiting >= MAX_WAITING {
+                notifier.given_up += 1;
+                notifier.last_error = Some(format!(
+                    "{MAX_WAITING} notifications wait already: {} was dropped",
+                    entry.key
+                ));
+                continue;
+            }
+            notifier.waiting += 1;
+            self.step.batch.put_outbox(entry);
             self.step.effects.outbox_changed = true;
+        }
+        for name in changed {
+            let notifier = self.notifiers[&name].clone();
+            self.step.batch.put_notifier(notifier);
         }
     }
 
@@ -106,6 +125,7 @@ impl EngineState {
             created_at: self.now,
             delivered: 0,
             given_up: 0,
+            waiting: 0,
             last_error: None,
         };
         self.store_notifier(notifier.clone());
@@ -132,17 +152,21 @@ impl EngineState {
             NotifierChange::Remove => {
                 self.notifiers.remove(name);
                 self.step.batch.remove_notifier(name.to_string());
+                // Its notifications go with it (a notifier added again under the name
+                // does not send them).
+                self.step.batch.outbox_purges.push(name.to_string());
                 format!("notifier {name} removed")
             }
             NotifierChange::Test => {
-                let key = format!("test.{}.{name}", self.now.timestamp_millis());
+                let nanos = self.now.timestamp_nanos_opt().unwrap_or_default();
+                let key = format!("test.{nanos}.{name}");
                 let body = serde_json::json!({
                     "delivery": key,
                     "notifier": name,
                     "type": "test",
                     "at": self.now,
                 });
-                self.step.batch.outbox.push(OutboxEntry {
+                self.step.batch.put_outbox(OutboxEntry {
                     key: key.clone(),
                     notifier: name.to_string(),
                     body: body.to_string(),
@@ -151,6 +175,10 @@ impl EngineState {
                     due: self.now,
                 });
                 self.step.effects.outbox_changed = true;
+                let notifier = self.notifiers.get_mut(name).expect("checked above");
+                notifier.waiting += 1;
+                let notifier = notifier.clone();
+                self.store_notifier(notifier);
                 format!("notifier {name}: test notification {key} queued")
             }
         };
@@ -162,25 +190,27 @@ impl EngineState {
     /// again later, or is given up on.
     pub(super) fn delivered(&mut self, mut entry: OutboxEntry, result: Result<(), String>) {
         let Some(notifier) = self.notifiers.get_mut(&entry.notifier) else {
-            // Its notifier was removed: its notifications go with it.
-            self.step.batch.outbox_removals.push(entry.key);
+            // Its notifier was removed: its notifications went with it.
+            self.step.batch.remove_outbox(entry.key);
             return;
         };
         entry.attempts += 1;
         match result {
             Ok(()) => {
                 notifier.delivered += 1;
-                self.step.batch.outbox_removals.push(entry.key);
+                notifier.waiting = notifier.waiting.saturating_sub(1);
+                self.step.batch.remove_outbox(entry.key);
             }
             Err(error) => {
                 tracing::warn!(notifier = %entry.notifier, key = %entry.key, attempt = entry.attempts, %error, "a notification was not delivered");
                 notifier.last_error = Some(error);
                 if entry.attempts >= MAX_TRIES {
                     notifier.given_up += 1;
-                    self.step.batch.outbox_removals.push(entry.key);
+                    notifier.waiting = notifier.waiting.saturating_sub(1);
+                    self.step.batch.remove_outbox(entry.key);
                 } else {
                     entry.due = self.now + backoff(entry.attempts);
-                    self.step.batch.outbox.push(entry);
+                    self.step.batch.put_outbox(entry);
                     self.step.effects.outbox_changed = true;
                 }
             }

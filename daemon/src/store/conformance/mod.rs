@@ -372,6 +372,7 @@ pub(crate) fn records_by_name_are_written_and_removed_in_the_order_of_their_batc
         created_at: Utc::now(),
         delivered: 0,
         given_up: 0,
+        waiting: 0,
         last_error: None,
     };
     let entry = |key: &str| OutboxEntry {
@@ -420,4 +421,30 @@ pub(crate) fn records_by_name_are_written_and_removed_in_the_order_of_their_batc
     assert_eq!(keys, vec!["00000000000000000002.ci"]);
     let snapshot = store.load().unwrap();
     assert_eq!((snapshot.schedules.len(), snapshot.notifiers.len()), (1, 1));
+    // Due ones by notifier, by when they are due; a later one is not due yet.
+    let mut later = entry("00000000000000000003.ci");
+    later.due = Utc::now() + chrono::Duration::hours(1);
+    let mut retried = entry("00000000000000000002.ci");
+    retried.due = Utc::now() - chrono::Duration::seconds(5);
+    let mut batch = WriteBatch::default();
+    batch.put_outbox(later.clone());
+    batch.put_outbox(retried);
+    store.commit(&batch).unwrap();
+    let due: Vec<String> = store
+        .outbox_due(Utc::now(), 10)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.key)
+        .collect();
+    assert_eq!(due, vec!["00000000000000000002.ci"]);
+    let next = store.outbox_next_due().unwrap().unwrap();
+    assert!(next < Utc::now(), "the retried one is due first");
+    // A removed notifier's notifications all go.
+    let purge = WriteBatch {
+        outbox_purges: vec!["ci".into()],
+        ..WriteBatch::default()
+    };
+    store.commit(&purge).unwrap();
+    assert!(store.outbox(10).unwrap().is_empty());
+    assert_eq!(store.outbox_next_due().unwrap(), None);
 }

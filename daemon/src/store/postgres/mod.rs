@@ -389,6 +389,22 @@ impl Store for PostgresStore {
         )
     }
 
+    fn outbox_due(
+        &self,
+        now: chrono::DateTime<chrono::Utc>,
+        per_notifier: usize,
+    ) -> Result<Vec<orch_protocol::OutboxEntry>, StoreError> {
+        let (now_ms, per) = (
+            now.timestamp_millis(),
+            i64::try_from(per_notifier).unwrap_or(i64::MAX),
+        );
+        self.read(|conn| async move { read::outbox_due(&conn, now_ms, per).await })
+    }
+
+    fn outbox_next_due(&self) -> Result<Option<chrono::DateTime<chrono::Utc>>, StoreError> {
+        self.read(|conn| async move { read::outbox_next_due(&conn).await })
+    }
+
     fn count_by_status(&self) -> Result<Vec<(TaskStatus, u64)>, StoreError> {
         let counts = self.read(|conn| async move {
             let mut counts = std::collections::HashMap::new();

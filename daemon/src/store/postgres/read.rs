@@ -296,3 +296,45 @@ pub(super) async fn named<T: serde::de::DeserializeOwned>(
     }
     Ok(records)
 }
+
+/// The notifications due at `now_ms`, of each notifier the first `per_notifier` by when
+/// they are due.
+pub(super) async fn outbox_due(
+    conn: &Conn,
+    now_ms: i64,
+    per_notifier: i64,
+) -> Result<Vec<orch_protocol::OutboxEntry>, StoreError> {
+    let rows = conn
+        .query(
+            "SELECT o.key, o.body FROM notifiers AS n CROSS JOIN LATERAL (
+                 SELECT key, body FROM notify_outbox
+                 WHERE notifier = n.name AND due_ms <= $1
+                 ORDER BY due_ms, key LIMIT $2) AS o",
+            &[&now_ms, &per_notifier],
+        )
+        .await?;
+    let mut due = Vec::with_capacity(rows.len());
+    for row in rows {
+        let key: String = row.try_get(0).map_err(pg)?;
+        let body: String = row.try_get(1).map_err(pg)?;
+        due.push(
+            serde_json::from_str(&body).map_err(|e| StoreError::Corrupt {
+                what: format!("notification {key}"),
+                error: e.to_string(),
+            })?,
+        );
+    }
+    Ok(due)
+}
+
+/// When the first notification of the outbox is due.
+pub(super) async fn outbox_next_due(
+    conn: &Conn,
+) -> Result<Option<chrono::DateTime<chrono::Utc>>, StoreError> {
+    let sql = "SELECT min(due_ms) FROM notify_outbox";
+    let first: Option<i64> = match conn.query_opt(sql, &[]).await? {
+        Some(row) => row.try_get(0).map_err(pg)?,
+        None => None,
+    };
+    Ok(first.and_then(chrono::DateTime::from_timestamp_millis))
+}

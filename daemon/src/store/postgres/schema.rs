@@ -122,7 +122,13 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE TABLE schedules (name text PRIMARY KEY, body text NOT NULL);
     CREATE TABLE notifiers (name text PRIMARY KEY, body text NOT NULL);
-    CREATE TABLE notify_outbox (key text PRIMARY KEY, body text NOT NULL);
+    CREATE TABLE notify_outbox (
+        key text PRIMARY KEY,
+        body text NOT NULL,
+        notifier text NOT NULL,
+        due_ms bigint NOT NULL
+    );
+    CREATE INDEX notify_outbox_due ON notify_outbox (notifier, due_ms, key);
     ALTER TABLE cluster_attempts ADD COLUMN paused boolean NOT NULL DEFAULT false;",
 ];
 

@@ -58,10 +58,21 @@ pub(super) struct Plan {
     notifiers: (Vec<String>, Vec<String>),
     /// Notifiers to remove, by name.
     notifier_removals: Vec<String>,
-    /// Notifications to write: keys and bodies.
-    outbox: (Vec<String>, Vec<String>),
+    /// Notifications to write: keys, bodies, notifiers and when due (ms).
+    outbox: OutboxRows,
     /// Notifications to remove, by key.
     outbox_removals: Vec<String>,
+    /// Notifiers whose notifications all go.
+    outbox_purges: Vec<String>,
+}
+
+/// The columns of outbox rows to write.
+#[derive(Default)]
+struct OutboxRows {
+    keys: Vec<String>,
+    bodies: Vec<String>,
+    notifiers: Vec<String>,
+    due_ms: Vec<i64>,
 }
 
 impl Plan {
@@ -161,8 +172,9 @@ impl Plan {
                 "a notifier",
             )?,
             notifier_removals: batch.notifier_removals.clone(),
-            outbox: named_rows(batch.outbox.iter().map(|e| (&e.key, e)), "a notification")?,
+            outbox: outbox_rows(&batch.outbox)?,
             outbox_removals: batch.outbox_removals.clone(),
+            outbox_purges: batch.outbox_purges.clone(),
         })
     }
 
@@ -264,15 +276,31 @@ impl Plan {
             let sql = "DELETE FROM schedules WHERE name = ANY($1)";
             steps.push(sql, vec![&self.schedule_removals]);
         }
-        upsert_named(&mut steps, "notifiers", &self.notifiers);
+        upsert_notifiers(&mut steps, &self.notifiers);
         if !self.notifier_removals.is_empty() {
             let sql = "DELETE FROM notifiers WHERE name = ANY($1)";
             steps.push(sql, vec![&self.notifier_removals]);
         }
-        upsert_named(&mut steps, "notify_outbox", &self.outbox);
+        let o = &self.outbox;
+        if !o.keys.is_empty() {
+            steps.push(
+                "INSERT INTO notify_outbox (key, body, notifier, due_ms)
+                 SELECT DISTINCT ON (key) key, body, notifier, due_ms
+                 FROM UNNEST($1::text[], $2::text[], $3::text[], $4::int8[]) WITH ORDINALITY
+                      AS s(key, body, notifier, due_ms, n)
+                 ORDER BY key, n DESC
+                 ON CONFLICT (key) DO UPDATE SET body = EXCLUDED.body,
+                    notifier = EXCLUDED.notifier, due_ms = EXCLUDED.due_ms",
+                vec![&o.keys, &o.bodies, &o.notifiers, &o.due_ms],
+            );
+        }
         if !self.outbox_removals.is_empty() {
             let sql = "DELETE FROM notify_outbox WHERE key = ANY($1)";
             steps.push(sql, vec![&self.outbox_removals]);
+        }
+        if !self.outbox_purges.is_empty() {
+            let sql = "DELETE FROM notify_outbox WHERE notifier = ANY($1)";
+            steps.push(sql, vec![&self.outbox_purges]);
         }
         if let Some(controls) = &self.controls {
             steps.push(
@@ -377,31 +405,30 @@ fn named_rows<'a, T: serde::Serialize + 'a>(
     Ok(rows)
 }
 
-/// The statement that inserts or replaces `rows` (names and bodies) in `table` (its first
-/// column the name): the last of a name in the batch stays.
-fn upsert_named<'a>(
-    steps: &mut Pipeline<'a>,
-    table: &'static str,
-    rows: &'a (Vec<String>, Vec<String>),
-) {
+/// The statement that inserts or replaces notifier `rows` (names and bodies): the last of
+/// a name in the batch stays.
+fn upsert_notifiers<'a>(steps: &mut Pipeline<'a>, rows: &'a (Vec<String>, Vec<String>)) {
     if rows.0.is_empty() {
         return;
     }
-    let sql = match table {
-        "notifiers" => {
-            "INSERT INTO notifiers (name, body)
-             SELECT DISTINCT ON (name) name, body
-             FROM UNNEST($1::text[], $2::text[]) WITH ORDINALITY AS s(name, body, n)
-             ORDER BY name, n DESC
-             ON CONFLICT (name) DO UPDATE SET body = EXCLUDED.body"
-        }
-        _ => {
-            "INSERT INTO notify_outbox (key, body)
-             SELECT DISTINCT ON (key) key, body
-             FROM UNNEST($1::text[], $2::text[]) WITH ORDINALITY AS s(key, body, n)
-             ORDER BY key, n DESC
-             ON CONFLICT (key) DO UPDATE SET body = EXCLUDED.body"
-        }
-    };
-    steps.push(sql, vec![&rows.0, &rows.1]);
+    steps.push(
+        "INSERT INTO notifiers (name, body)
+         SELECT DISTINCT ON (name) name, body
+         FROM UNNEST($1::text[], $2::text[]) WITH ORDINALITY AS s(name, body, n)
+         ORDER BY name, n DESC
+         ON CONFLICT (name) DO UPDATE SET body = EXCLUDED.body",
+        vec![&rows.0, &rows.1],
+    );
+}
+
+/// The columns of `entries`.
+fn outbox_rows(entries: &[orch_protocol::OutboxEntry]) -> Result<OutboxRows, StoreError> {
+    let mut rows = OutboxRows::default();
+    for entry in entries {
+        rows.keys.push(entry.key.clone());
+        rows.bodies.push(encode("a notification", entry)?);
+        rows.notifiers.push(entry.notifier.clone());
+        rows.due_ms.push(entry.due.timestamp_millis());
+    }
+    Ok(rows)
 }

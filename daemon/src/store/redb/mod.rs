@@ -58,6 +58,8 @@ const SCHEDULES: TableDefinition<&str, &[u8]> = TableDefinition::new("schedules"
 const NOTIFIERS: TableDefinition<&str, &[u8]> = TableDefinition::new("notifiers");
 /// The notifications not delivered yet, by key.
 const OUTBOX: TableDefinition<&str, &[u8]> = TableDefinition::new("notify_outbox");
+/// The outbox by notifier, then when due (milliseconds), then key.
+const OUTBOX_DUE: TableDefinition<(&str, i64, &str), ()> = TableDefinition::new("notify_due");
 
 /// The `settings` key of the queue's controls (groups, pauses).
 const QUEUE_CONTROLS: &str = "queue_controls";
@@ -231,6 +233,20 @@ impl Store for RedbStore {
     fn outbox(&self, limit: usize) -> Result<Vec<orch_protocol::OutboxEntry>, StoreError> {
         let txn = self.db.begin_read().map_err(backend)?;
         read::named(&txn, OUTBOX, "notification", limit)
+    }
+
+    fn outbox_due(
+        &self,
+        now: chrono::DateTime<chrono::Utc>,
+        per_notifier: usize,
+    ) -> Result<Vec<orch_protocol::OutboxEntry>, StoreError> {
+        let txn = self.db.begin_read().map_err(backend)?;
+        read::outbox_due(&txn, now.timestamp_millis(), per_notifier)
+    }
+
+    fn outbox_next_due(&self) -> Result<Option<chrono::DateTime<chrono::Utc>>, StoreError> {
+        let txn = self.db.begin_read().map_err(backend)?;
+        read::outbox_next_due(&txn)
     }
 
     fn count_by_status(&self) -> Result<Vec<(TaskStatus, u64)>, StoreError> {

@@ -22,9 +22,9 @@ use ::redb::{Database, DatabaseError, StorageError};
 
 use super::layout::{self, Upgrade};
 use super::{
-    AUDIT, AUDIT_HEAD, BY_LABEL, BY_STATUS, COUNTS, EVENTS, META, NOTIFIERS, OUTBOX, QUEUE,
-    RedbStore, SCHEDULES, SETTINGS, TASKS, TEST_ENVS, WORKFLOW_COUNTS, WORKFLOW_STATUS, WORKFLOWS,
-    backend,
+    AUDIT, AUDIT_HEAD, BY_LABEL, BY_STATUS, COUNTS, EVENTS, META, NOTIFIERS, OUTBOX, OUTBOX_DUE,
+    QUEUE, RedbStore, SCHEDULES, SETTINGS, TASKS, TEST_ENVS, WORKFLOW_COUNTS, WORKFLOW_STATUS,
+    WORKFLOWS, backend,
 };
 use crate::store::StoreError;
 
@@ -138,6 +138,7 @@ fn ensure_tables(db: &Database) -> Result<(), StoreError> {
     txn.open_table(SCHEDULES).map_err(backend)?;
     txn.open_table(NOTIFIERS).map_err(backend)?;
     txn.open_table(OUTBOX).map_err(backend)?;
+    txn.open_table(OUTBOX_DUE).map_err(backend)?;
     txn.commit().map_err(backend)
 }
 

@@ -8,8 +8,8 @@ use ::redb::{ReadTransaction, ReadableTable, ReadableTableMetadata};
 use orch_protocol::{Task, TaskFilter, TaskId, TaskStatus, TestEnv, Workflow};
 
 use super::{
-    BY_LABEL, BY_STATUS, LAST_TASK_ID, META, MIGRATION_UNDERWAY, NOTIFIERS, QUEUE, QUEUE_CONTROLS,
-    SCHEDULES, SETTINGS, TASKS, TEST_ENVS, WORKFLOWS,
+    BY_LABEL, BY_STATUS, LAST_TASK_ID, META, MIGRATION_UNDERWAY, NOTIFIERS, OUTBOX, OUTBOX_DUE,
+    QUEUE, QUEUE_CONTROLS, SCHEDULES, SETTINGS, TASKS, TEST_ENVS, WORKFLOWS,
 };
 use super::{backend, decode};
 use crate::store::{Snapshot, StoreError};
@@ -206,4 +206,48 @@ pub(super) fn named<T: serde::de::DeserializeOwned>(
         records.push(decode(&format!("{what} {}", name.value()), body.value())?);
     }
     Ok(records)
+}
+
+/// The notifications due at `now_ms`, of each notifier the first `per_notifier` by when
+/// they are due (the notifiers are those of the `notifiers` table: a removed one's
+/// notifications went with it).
+pub(super) fn outbox_due(
+    txn: &ReadTransaction,
+    now_ms: i64,
+    per_notifier: usize,
+) -> Result<Vec<orch_protocol::OutboxEntry>, StoreError> {
+    let notifiers = txn.open_table(NOTIFIERS).map_err(backend)?;
+    let index = txn.open_table(OUTBOX_DUE).map_err(backend)?;
+    let outbox = txn.open_table(OUTBOX).map_err(backend)?;
+    let mut due = Vec::new();
+    for entry in notifiers.iter().map_err(backend)? {
+        let name = entry.map_err(backend)?.0.value().to_string();
+        let range = (name.as_str(), i64::MIN, "")..=(name.as_str(), now_ms, "\u{10ffff}");
+        for row in index.range(range).map_err(backend)?.take(per_notifier) {
+            let row = row.map_err(backend)?;
+            let (_, _, key) = row.0.value();
+            if let Some(body) = outbox.get(key).map_err(backend)? {
+                due.push(decode(&format!("notification {key}"), body.value())?);
+            }
+        }
+    }
+    Ok(due)
+}
+
+/// When the first notification of the outbox is due.
+pub(super) fn outbox_next_due(
+    txn: &ReadTransaction,
+) -> Result<Option<chrono::DateTime<chrono::Utc>>, StoreError> {
+    let notifiers = txn.open_table(NOTIFIERS).map_err(backend)?;
+    let index = txn.open_table(OUTBOX_DUE).map_err(backend)?;
+    let mut first: Option<i64> = None;
+    for entry in notifiers.iter().map_err(backend)? {
+        let name = entry.map_err(backend)?.0.value().to_string();
+        let range = (name.as_str(), i64::MIN, "")..=(name.as_str(), i64::MAX, "\u{10ffff}");
+        if let Some(row) = index.range(range).map_err(backend)?.next() {
+            let (_, due, _) = row.map_err(backend)?.0.value();
+            first = Some(first.map_or(due, |f| f.min(due)));
+        }
+    }
+    Ok(first.and_then(chrono::DateTime::from_timestamp_millis))
 }

@@ -7,8 +7,8 @@ use orch_protocol::TaskStatus;
 
 use super::{
     BY_LABEL, BY_STATUS, COUNTS, EVENTS, EVENTS_REMOVED_THROUGH, LAST_TASK_ID, META,
-    MIGRATION_UNDERWAY, NOTIFIERS, OUTBOX, QUEUE, QUEUE_CONTROLS, SCHEDULES, SETTINGS, TASKS,
-    TEST_ENVS, WORKFLOW_COUNTS, WORKFLOW_STATUS, WORKFLOWS, queue_key,
+    MIGRATION_UNDERWAY, NOTIFIERS, OUTBOX, OUTBOX_DUE, QUEUE, QUEUE_CONTROLS, SCHEDULES, SETTINGS,
+    TASKS, TEST_ENVS, WORKFLOW_COUNTS, WORKFLOW_STATUS, WORKFLOWS, queue_key,
 };
 use crate::store::WriteBatch;
 
@@ -108,12 +108,7 @@ pub(super) fn apply(txn: &WriteTransaction, batch: &WriteBatch) -> Result<(), re
         batch.notifiers.iter().map(|n| (n.spec.name.as_str(), n)),
     )?;
     remove_named(txn, NOTIFIERS, &batch.notifier_removals)?;
-    put_named(
-        txn,
-        OUTBOX,
-        batch.outbox.iter().map(|e| (e.key.as_str(), e)),
-    )?;
-    remove_named(txn, OUTBOX, &batch.outbox_removals)?;
+    write_outbox(txn, batch)?;
     if let Some(controls) = &batch.controls {
         let body = serde_json::to_vec(controls).expect("the queue's controls serialize");
         txn.open_table(SETTINGS)?
@@ -190,6 +185,50 @@ fn remove_named(
     let mut table = txn.open_table(table)?;
     for name in names {
         table.remove(name.as_str())?;
+    }
+    Ok(())
+}
+
+/// Writes the batch's outbox changes: entries (and their place in the due index), then
+/// removals by key, then purges by notifier.
+fn write_outbox(txn: &WriteTransaction, batch: &WriteBatch) -> Result<(), redb::Error> {
+    if batch.outbox.is_empty() && batch.outbox_removals.is_empty() && batch.outbox_purges.is_empty()
+    {
+        return Ok(());
+    }
+    let mut outbox = txn.open_table(OUTBOX)?;
+    let mut index = txn.open_table(OUTBOX_DUE)?;
+    let unindex = |index: &mut redb::Table<(&str, i64, &str), ()>, old: &[u8]| {
+        if let Ok(old) = serde_json::from_slice::<orch_protocol::OutboxEntry>(old) {
+            let due = old.due.timestamp_millis();
+            index.remove((old.notifier.as_str(), due, old.key.as_str()))?;
+        }
+        Ok::<(), redb::Error>(())
+    };
+    for entry in &batch.outbox {
+        let body = serde_json::to_vec(entry).expect("notifications serialize");
+        if let Some(old) = outbox.insert(entry.key.as_str(), body.as_slice())? {
+            unindex(&mut index, old.value())?;
+        }
+        let due = entry.due.timestamp_millis();
+        index.insert((entry.notifier.as_str(), due, entry.key.as_str()), ())?;
+    }
+    for key in &batch.outbox_removals {
+        if let Some(old) = outbox.remove(key.as_str())? {
+            unindex(&mut index, old.value())?;
+        }
+    }
+    for name in &batch.outbox_purges {
+        let range = (name.as_str(), i64::MIN, "")..=(name.as_str(), i64::MAX, "\u{10ffff}");
+        let keys: Vec<String> = index
+            .range(range)?
+            .map(|row| row.map(|(k, _)| k.value().2.to_string()))
+            .collect::<Result<_, _>>()?;
+        for key in keys {
+            if let Some(old) = outbox.remove(key.as_str())? {
+                unindex(&mut index, old.value())?;
+            }
+        }
     }
     Ok(())
 }

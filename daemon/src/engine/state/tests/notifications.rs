@@ -151,3 +151,30 @@ fn a_test_notification_goes_through_the_outbox_and_names_are_unique() {
     });
     assert_eq!(again.error().field.as_deref(), Some("name"));
 }
+
+#[test]
+fn a_notifier_with_too_many_waiting_gives_up_on_new_ones_and_its_removal_purges_them() {
+    let mut h = Harness::new(1);
+    h.add_notifier(hook("all", NotifyFilter::default()));
+    h.state.notifiers.get_mut("all").unwrap().waiting = orch_protocol::MAX_WAITING;
+    let (_, ids) = h.submit(vec![task()]);
+    let step = h.exit(ids[0], 0);
+    assert!(step.batch.outbox.is_empty(), "dropped, not queued");
+    let notifier = &step.batch.notifiers[0];
+    assert_eq!(notifier.given_up, 1);
+    assert!(
+        notifier
+            .last_error
+            .as_deref()
+            .unwrap()
+            .contains("wait already")
+    );
+    let (step, mut answer) = h.ask(|reply| Command::ChangeNotifier {
+        actor: actor(),
+        name: "all".into(),
+        change: NotifierChange::Remove,
+        reply,
+    });
+    answer.value();
+    assert_eq!(step.batch.outbox_purges, vec!["all".to_string()]);
+}

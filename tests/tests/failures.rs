@@ -181,3 +181,34 @@ fn a_cancel_in_progress_survives_a_graceful_stop() {
     daemon.restart();
     assert_eq!(nu.json("orch task 1 | get status"), "cancelled");
 }
+
+#[test]
+fn resubmit_runs_a_copy_and_keeps_the_original() {
+    let daemon = orch_e2e::Daemon::start(&[]);
+    let nu = daemon.nu();
+    let original = nu.json(
+        "orch submit --label copy --priority 3 --params {n: 1} --nu 'print $params.n; exit 2' | get id",
+    );
+    assert_eq!(
+        nu.json(&format!("orch wait {original} | get 0.status")),
+        "failed"
+    );
+    let copy = nu.json(&format!("orch resubmit {original}"));
+    assert_ne!(copy["id"], original);
+    assert_eq!(
+        (copy["label"].clone(), copy["priority"].clone()),
+        ("copy".into(), 3.into())
+    );
+    let id = &copy["id"];
+    assert_eq!(nu.json(&format!("orch wait {id} | get 0.status")), "failed");
+    assert_eq!(nu.run(&format!("orch logs {id}")), "1\n");
+    assert_eq!(
+        nu.json(&format!("orch task {original} | get attempts")),
+        1,
+        "the original stays"
+    );
+    let several = nu.json("orch tasks --label copy | orch resubmit | length");
+    assert_eq!(several, 2);
+    let missing = nu.try_run("orch resubmit 999").unwrap_err();
+    assert!(missing.contains("999"), "{missing}");
+}

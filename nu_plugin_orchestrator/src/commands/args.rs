@@ -115,3 +115,24 @@ pub fn ids_from_value(value: &Value, out: &mut Vec<u64>) -> Result<(), LabeledEr
     }
     Ok(())
 }
+
+/// The ids a command was given: its rest arguments from `first`, or else the ids (or
+/// records with an `id`) piped in; each with the span to point an error at.
+pub fn ids_of_call(
+    call: &EvaluatedCall,
+    first: usize,
+    input: &Value,
+) -> Result<Vec<(u64, nu_protocol::Span)>, LabeledError> {
+    let named: Vec<Spanned<i64>> = call.rest(first)?;
+    let mut ids = Vec::with_capacity(named.len());
+    for arg in &named {
+        ids.push((task_id(*arg)?, arg.span));
+    }
+    // The arguments win over the pipeline (inside `each`, the item is piped in too).
+    if ids.is_empty() {
+        let mut piped = Vec::new();
+        ids_from_value(input, &mut piped)?;
+        ids.extend(piped.into_iter().map(|id| (id, input.span())));
+    }
+    Ok(ids)
+}

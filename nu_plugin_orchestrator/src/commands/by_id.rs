@@ -93,17 +93,8 @@ impl SimplePluginCommand for ById {
         call: &EvaluatedCall,
         input: &Value,
     ) -> Result<Value, LabeledError> {
-        let named: Vec<Spanned<i64>> = call.rest(0)?;
-        let mut ids = Vec::new();
-        for arg in &named {
-            ids.push((args::task_id(*arg)?, arg.span));
-        }
-        // The arguments win over the pipeline (inside `each`, the item is piped in too).
-        if ids.is_empty() {
-            let mut piped = Vec::new();
-            args::ids_from_value(input, &mut piped)?;
-            ids.extend(piped.into_iter().map(|id| (id, input.span())));
-        }
+        let named = call.rest::<Spanned<i64>>(0)?.len();
+        let mut ids = args::ids_of_call(call, 0, input)?;
         if ids.is_empty() {
             return Err(
                 LabeledError::new(format!("no {} id", self.names)).with_label(
@@ -126,7 +117,7 @@ impl SimplePluginCommand for ById {
                 .map_err(|e| done_before(e, self.names, &ids[..answers.len()]))?;
             answers.push(answer);
         }
-        if named.len() == 1 {
+        if named == 1 {
             return Ok(answers.remove(0));
         }
         Ok(Value::list(answers, call.head))

@@ -33,6 +33,7 @@ mod notify;
 mod parallel;
 mod pause;
 mod queue_change;
+mod resubmit;
 mod retry;
 mod schedule_add;
 mod schedule_change;
@@ -70,6 +71,7 @@ pub fn all() -> Vec<Box<dyn PluginCommand<Plugin = OrchestratorPlugin>>> {
         Box::new(wait::Wait),
         Box::new(cancel::CANCEL),
         Box::new(retry::RETRY),
+        Box::new(resubmit::Resubmit),
         Box::new(pause::PAUSE),
         Box::new(pause::RESUME),
         Box::new(parallel::Parallel),

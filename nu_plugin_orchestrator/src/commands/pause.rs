@@ -177,16 +177,8 @@ impl SimplePluginCommand for Steer {
         call: &EvaluatedCall,
         input: &Value,
     ) -> Result<Value, LabeledError> {
-        let named: Vec<Spanned<i64>> = call.rest(0)?;
-        let mut ids = Vec::new();
-        for arg in &named {
-            ids.push((args::task_id(*arg)?, arg.span));
-        }
-        if ids.is_empty() {
-            let mut piped = Vec::new();
-            args::ids_from_value(input, &mut piped)?;
-            ids.extend(piped.into_iter().map(|id| (id, input.span())));
-        }
+        let named = call.rest::<Spanned<i64>>(0)?.len();
+        let mut ids = args::ids_of_call(call, 0, input)?;
         let group = group_flag(call)?;
         let wait = self.pause && call.has_flag("wait")?;
         if ids.is_empty() {
@@ -210,7 +202,7 @@ impl SimplePluginCommand for Steer {
         let mut seen = std::collections::HashSet::new();
         ids.retain(|(id, _)| seen.insert(*id));
         let mut rows = self.tasks(plugin, engine, call, &ids)?;
-        if named.len() == 1 {
+        if named == 1 {
             return Ok(rows.remove(0));
         }
         Ok(Value::list(rows, call.head))

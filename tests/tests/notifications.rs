@@ -162,6 +162,10 @@ fn webhooks_are_signed_and_filtered_and_a_command_hook_gets_the_json() {
         ),
         ("orch notify add ci --command [true]", "exists already"),
         ("orch notify add x", "no target"),
+        (
+            "orch notify add x --command [true] --workflow (-1)",
+            "a workflow id",
+        ),
         ("orch notify test nope", "does not exist"),
     ];
     for (script, expected) in refused {

@@ -155,10 +155,9 @@ impl Deliverer {
             let target = targets.get(&entry.notifier).cloned();
             self.try_one(entry, target);
         }
-        let now = Utc::now();
-        let wait = next.map_or(POLL, |next| (next - now).to_std().unwrap_or_default());
-        // A due entry that could not start waits for a try's end, which wakes us.
-        Ok(wait.clamp(Duration::from_millis(50), POLL))
+        // A due entry was started, or waits for a try under way, whose end wakes us.
+        let later = next.and_then(|next| (next - Utc::now()).to_std().ok());
+        Ok(later.map_or(POLL, |wait| wait.clamp(Duration::from_millis(10), POLL)))
     }
 
     /// Tries `entry` (its notifier's target: none once it was removed), then reports it.

@@ -175,12 +175,17 @@ A webhook gets JSON ({delivery, notifier, type, task, label, event}) with `X-Orc
         span_of("events", "events");
         span_of("label", "label");
         let target = target(call)?;
+        let workflow = match call.get_flag::<Spanned<i64>>("workflow")? {
+            None => None,
+            Some(w) => Some(u64::try_from(w.item).map_err(|_| {
+                LabeledError::new("invalid --workflow")
+                    .with_label(format!("a workflow id, not {}", w.item), w.span)
+            })?),
+        };
         let filter = NotifyFilter {
             events: call.get_flag("events")?.unwrap_or_default(),
             label: call.get_flag("label")?,
-            workflow: call
-                .get_flag::<i64>("workflow")?
-                .map(|w| u64::try_from(w).unwrap_or(0)),
+            workflow,
         };
         let spec = NotifierSpec {
             name: name.item,

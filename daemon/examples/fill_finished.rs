@@ -81,5 +81,6 @@ fn finished(id: TaskId) -> TaskWrite {
     TaskWrite {
         task,
         previous: None,
+        reindex: None,
     }
 }

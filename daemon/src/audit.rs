@@ -86,6 +86,27 @@ pub fn submitted_params(specs: &[orch_protocol::TaskSpec]) -> serde_json::Value 
     })
 }
 
+/// The audit parameters of a change to task `id`: the change itself, or for a large edit
+/// (a long script) the fields it sets and the SHA-256 of its JSON.
+pub fn task_change_params(
+    id: orch_protocol::TaskId,
+    change: &orch_protocol::TaskChange,
+) -> serde_json::Value {
+    let json = serde_json::to_vec(change).expect("changes serialize");
+    if json.len() <= MAX_RECORDED_SPECS_BYTES {
+        return serde_json::json!({ "id": id, "change": change });
+    }
+    let fields = match change {
+        orch_protocol::TaskChange::Edit(edit) => edit.fields(),
+        _ => Vec::new(),
+    };
+    serde_json::json!({
+        "id": id,
+        "change": { "change": "edit", "fields": fields },
+        "change_sha256": hex(&Sha256::digest(&json)),
+    })
+}
+
 /// The audit parameters of a schedule's creation: its settings, and its task as a
 /// submission's are recorded (whole when small, else summed up by size and digest).
 pub fn schedule_params(spec: &orch_protocol::ScheduleSpec) -> serde_json::Value {

@@ -186,7 +186,9 @@ fn state_details(state: &TaskState, span: Span) -> Value {
             rec.push("waiting_on", ids(waiting_on).into_value(span))
         }
         TaskState::Delayed { until } => rec.push("until", date(until)),
-        TaskState::Queued { since } => rec.push("since", date(since)),
+        TaskState::Queued { since } | TaskState::Stashed { since } => {
+            rec.push("since", date(since))
+        }
         TaskState::Running {
             attempt,
             started_at,

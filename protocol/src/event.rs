@@ -86,6 +86,22 @@ pub enum EventKind {
     },
     /// A finished task was put back in the queue on request.
     Retried,
+    /// A task that had not started was stashed on request: it starts only once enqueued.
+    Stashed,
+    /// A stashed task was released on request, into this state.
+    Enqueued {
+        /// Blocked, delayed or queued.
+        status: TaskStatus,
+    },
+    /// A task that had not started was changed on request.
+    Edited {
+        /// The fields that were replaced (`command`, `priority`, `label`, `env`, `params`,
+        /// `after`).
+        fields: Vec<String>,
+        /// Its state after the change (new dependencies may block a queued task, or
+        /// release a blocked one).
+        status: TaskStatus,
+    },
     /// A finished task was removed from the store (`orch clean`).
     Removed,
     /// A workflow changed state (the event's `task` is the workflow's id).
@@ -100,7 +116,7 @@ pub enum EventKind {
 
 impl EventKind {
     /// The name of every event type, as in its `type` field.
-    pub const NAMES: [&'static str; 16] = [
+    pub const NAMES: [&'static str; 19] = [
         "submitted",
         "delayed",
         "queued",
@@ -115,6 +131,9 @@ impl EventKind {
         "cancelled",
         "dependency_failed",
         "retried",
+        "stashed",
+        "enqueued",
+        "edited",
         "removed",
         "workflow",
     ];
@@ -147,6 +166,9 @@ impl EventKind {
             EventKind::Cancelled => "cancelled",
             EventKind::DependencyFailed { .. } => "dependency_failed",
             EventKind::Retried => "retried",
+            EventKind::Stashed => "stashed",
+            EventKind::Enqueued { .. } => "enqueued",
+            EventKind::Edited { .. } => "edited",
             EventKind::Removed => "removed",
             EventKind::Workflow { .. } => "workflow",
         }

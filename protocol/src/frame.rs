@@ -197,7 +197,11 @@ mod tests {
     #[test]
     fn encoding_an_oversized_message_fails() {
         let huge = crate::TaskSpec::command("x".repeat(MAX_FRAME_LEN), vec![]);
-        let err = encode(&Request::Submit { tasks: vec![huge] }).unwrap_err();
+        let err = encode(&Request::Submit {
+            tasks: vec![huge],
+            stashed: false,
+        })
+        .unwrap_err();
         assert!(matches!(err, FrameError::TooLarge { .. }));
     }
 }

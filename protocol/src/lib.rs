@@ -6,7 +6,8 @@
 //!   maximum size, and a blocking reader that can be interrupted between reads.
 //! - [`ids`]: the identifiers of tasks, workflows and test environments.
 //! - [`task`]: a task as submitted (its spec) and as stored; [`state`]: its states and
-//!   the outcomes of its attempts.
+//!   the outcomes of its attempts; [`task_change`]: stash, enqueue and edit of a task that
+//!   has not started.
 //! - [`event`]: the event log's entries; [`health`]: the daemon's health report;
 //!   [`audit`]: the audit log's entries and its check; [`filters`]: which tasks a list or a
 //!   clean is about.
@@ -45,6 +46,7 @@ pub mod queue;
 pub mod schedule;
 pub mod state;
 pub mod task;
+pub mod task_change;
 pub mod testenv;
 pub mod workflow;
 
@@ -61,6 +63,7 @@ pub use queue::*;
 pub use schedule::*;
 pub use state::*;
 pub use task::*;
+pub use task_change::*;
 pub use testenv::*;
 pub use workflow::*;
 

@@ -11,6 +11,7 @@ use crate::notify::{Notifier, NotifierChange, NotifierSpec};
 use crate::queue::{QueueChange, QueueView};
 use crate::schedule::{Schedule, ScheduleChange, ScheduleSpec, ScheduleView};
 use crate::task::{Task, TaskId, TaskSpec};
+use crate::task_change::TaskChange;
 use crate::testenv::{EnvId, EnvRequest, TestEnv, TopologiesReport};
 use crate::workflow::{
     WorkflowId, WorkflowPlan, WorkflowRequest, WorkflowSubmitted, WorkflowSummary, WorkflowView,
@@ -53,6 +54,9 @@ pub enum Request {
     Submit {
         /// The tasks, in submission order.
         tasks: Vec<TaskSpec>,
+        /// Submit them stashed: held, never started until `ChangeTask` enqueues them.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        stashed: bool,
     },
     /// Tasks matching a filter, newest first. Answered by [`Response::Tasks`].
     List {
@@ -236,6 +240,14 @@ pub enum Request {
     ResumeTask {
         /// Which task.
         id: TaskId,
+    },
+    /// Stash, enqueue or edit a task that has not started. Answered by
+    /// [`Response::Task`] once the change is durable.
+    ChangeTask {
+        /// Which task.
+        id: TaskId,
+        /// The change.
+        change: TaskChange,
     },
     /// Create a schedule. Answered by [`Response::Schedule`] once it is durable.
     ScheduleAdd {

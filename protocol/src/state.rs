@@ -101,6 +101,12 @@ pub enum TaskState {
         /// When it is queued.
         until: DateTime<Utc>,
     },
+    /// Held on request (`orch submit --stash`, `orch stash`): never started until it is
+    /// enqueued (`orch enqueue`).
+    Stashed {
+        /// Since when.
+        since: DateTime<Utc>,
+    },
     /// Ready, waiting for a free slot.
     Queued {
         /// Since when.
@@ -166,6 +172,7 @@ impl TaskState {
         match self {
             TaskState::Blocked { .. } => TaskStatus::Blocked,
             TaskState::Delayed { .. } => TaskStatus::Delayed,
+            TaskState::Stashed { .. } => TaskStatus::Stashed,
             TaskState::Queued { .. } => TaskStatus::Queued,
             TaskState::Running { .. } => TaskStatus::Running,
             TaskState::RetryWaiting { .. } => TaskStatus::RetryWaiting,
@@ -198,13 +205,16 @@ pub enum TaskStatus {
     Cancelled,
     /// See [`TaskState::DependencyFailed`].
     DependencyFailed,
-    /// See [`TaskState::Delayed`] (last: the codes of the others are stored).
+    /// See [`TaskState::Delayed`] (after the others: their codes are stored).
     Delayed,
+    /// See [`TaskState::Stashed`] (last: the codes of the others are stored).
+    Stashed,
 }
 
 impl TaskStatus {
     /// Every status, in life-cycle order.
-    pub const ALL: [TaskStatus; 9] = [
+    pub const ALL: [TaskStatus; 10] = [
+        TaskStatus::Stashed,
         TaskStatus::Blocked,
         TaskStatus::Delayed,
         TaskStatus::Queued,
@@ -228,6 +238,7 @@ impl TaskStatus {
             TaskStatus::Cancelled => "cancelled",
             TaskStatus::DependencyFailed => "dependency_failed",
             TaskStatus::Delayed => "delayed",
+            TaskStatus::Stashed => "stashed",
         }
     }
 

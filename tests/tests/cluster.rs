@@ -226,6 +226,7 @@ fn standbys_serve_reads_and_watches_and_send_changes_to_the_leader() {
         .client()
         .call(&orch_protocol::Request::Submit {
             tasks: vec![orch_protocol::TaskSpec::command("true", Vec::new())],
+            stashed: false,
         });
     let Ok(orch_protocol::Response::Tasks { tasks, .. }) = forwarded else {
         panic!("a standby did not forward a submit: {forwarded:?}");

@@ -18,6 +18,9 @@ fn the_commands_that_take_task_ids_complete_them_from_the_daemon() {
         "orch task ",
         "orch logs ",
         "orch wait ",
+        "orch stash ",
+        "orch enqueue ",
+        "orch edit ",
     ] {
         let mut offered = nu.complete(line);
         offered.sort_by_key(|id| id.parse::<u64>().unwrap_or(u64::MAX));
@@ -82,6 +85,7 @@ fn workflow_and_environment_ids_and_task_statuses_complete() {
             "queued",
             "retry_waiting",
             "running",
+            "stashed",
             "succeeded"
         ]
     );

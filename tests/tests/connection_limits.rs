@@ -299,6 +299,7 @@ fn waits_and_watch_streams_quiet_longer_than_the_idle_timeout_stay_open() {
         .client()
         .call(&Request::Submit {
             tasks: vec![TaskSpec::command("true", vec!["late-event".into()])],
+            stashed: false,
         })
         .unwrap();
     let out = events.wait_with_output().unwrap();
@@ -331,6 +332,7 @@ fn waits_and_watch_streams_quiet_longer_than_the_idle_timeout_stay_open() {
     let submitted = client
         .call(&Request::Submit {
             tasks: vec![TaskSpec::command("sleep", vec!["2".into()])],
+            stashed: false,
         })
         .unwrap();
     let Response::Tasks { tasks, .. } = submitted else {

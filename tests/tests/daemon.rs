@@ -245,7 +245,10 @@ fn out_of_range_settings_are_refused_by_field() {
     let mut spec = orch_protocol::TaskSpec::command("true", vec![]);
     spec.timeout_ms = Some(400 * 24 * 3600 * 1000);
     let err = client
-        .call(&Request::Submit { tasks: vec![spec] })
+        .call(&Request::Submit {
+            tasks: vec![spec],
+            stashed: false,
+        })
         .unwrap_err();
     match err {
         orch_protocol::ClientError::Daemon(reply) => {

@@ -230,6 +230,7 @@ fn a_request_sent_during_a_wait_ends_the_connection_without_a_desync() {
         .client()
         .call(&Request::Submit {
             tasks: vec![TaskSpec::command("sleep", vec!["30".into()])],
+            stashed: false,
         })
         .unwrap();
     let Response::Tasks { tasks, .. } = submitted else {

@@ -227,7 +227,10 @@ fn running_out_of_file_descriptors_delays_a_start_without_failing_it() {
         .map(|_| TaskSpec::command("sh", vec!["-c".into(), held.clone()]))
         .collect();
     let answer = client
-        .call(&Request::Submit { tasks: specs })
+        .call(&Request::Submit {
+            tasks: specs,
+            stashed: false,
+        })
         .expect("the daemon answers");
     assert!(matches!(answer, Response::Tasks { .. }), "{answer:?}");
     let deferred = eventually(Duration::from_secs(20), "a deferred start", || {

@@ -206,7 +206,13 @@ fn random_bytes_in_the_store_are_refused_without_a_panic() {
 }
 
 fn submit(client: &mut Client, spec: TaskSpec) {
-    match client.call(&Request::Submit { tasks: vec![spec] }).unwrap() {
+    match client
+        .call(&Request::Submit {
+            tasks: vec![spec],
+            stashed: false,
+        })
+        .unwrap()
+    {
         Response::Tasks { .. } => {}
         other => panic!("{other:?}"),
     }

@@ -29,8 +29,8 @@ use std::collections::HashSet;
 
 use orch_protocol::{
     Actor, ErrorReply, Notifier, NotifierChange, NotifierSpec, OutboxEntry, QueueChange, QueueView,
-    Schedule, ScheduleChange, ScheduleSpec, Task, TaskId, TaskSpec, TestEnv, WorkflowId,
-    WorkflowSummary,
+    Schedule, ScheduleChange, ScheduleSpec, Task, TaskChange, TaskId, TaskSpec, TestEnv,
+    WorkflowId, WorkflowSummary,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -49,6 +49,8 @@ pub enum Command {
         actor: Actor,
         /// The tasks.
         specs: Vec<TaskSpec>,
+        /// Submit them stashed (held until enqueued).
+        stashed: bool,
         /// Answered with the created tasks once they are durable.
         reply: Reply<Vec<Task>>,
     },
@@ -68,6 +70,17 @@ pub enum Command {
         /// Which.
         id: TaskId,
         /// Answered once the task is queued durably.
+        reply: Reply<Task>,
+    },
+    /// Stash, enqueue or edit a task that has not started.
+    ChangeTask {
+        /// Who asked.
+        actor: Actor,
+        /// Which.
+        id: TaskId,
+        /// The change.
+        change: TaskChange,
+        /// Answered with the task once the change is durable.
         reply: Reply<Task>,
     },
     /// Change the queue's controls (groups, limits, pauses).

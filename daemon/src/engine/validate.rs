@@ -13,11 +13,17 @@ const MAX_SPEC_BYTES: usize = 4 * 1024 * 1024;
 
 /// Checks spec number `index` of a submission; the error names the field.
 pub fn validate(spec: &TaskSpec, index: usize) -> Result<(), ErrorReply> {
+    validate_as(spec, &format!("task #{index}"))
+}
+
+/// Checks `spec`, which the error's message calls `subject` (`task #2` of a submission,
+/// `task 41` of an edit); the error names the field.
+pub fn validate_as(spec: &TaskSpec, subject: &str) -> Result<(), ErrorReply> {
     let bad = |field: &str, message: String| {
         Err(ErrorReply::field(
             ErrorKind::BadRequest,
             field,
-            format!("task #{index}: {message}"),
+            format!("{subject}: {message}"),
         ))
     };
     match &spec.kind {

@@ -206,6 +206,7 @@ fn copy_tasks(
                 .map(|task| TaskWrite {
                     task,
                     previous: None,
+                    reindex: None,
                 })
                 .collect(),
             ..WriteBatch::default()

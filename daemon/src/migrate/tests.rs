@@ -79,6 +79,7 @@ pub(crate) fn source() -> (tempfile::TempDir, Arc<dyn Store>) {
             .map(|task| TaskWrite {
                 task,
                 previous: None,
+                reindex: None,
             })
             .collect(),
         events,
@@ -151,6 +152,7 @@ fn a_target_that_holds_anything_is_refused_and_left_as_it_was() {
         tasks: vec![TaskWrite {
             task: task(1, 0, TaskState::Queued { since: Utc::now() }, None),
             previous: None,
+            reindex: None,
         }],
         ..WriteBatch::default()
     };
@@ -175,6 +177,7 @@ fn a_copy_that_differs_is_found() {
         tasks: vec![TaskWrite {
             task: task(1, 9, TaskState::Queued { since: Utc::now() }, None),
             previous: Some(TaskStatus::Queued),
+            reindex: None,
         }],
         ..WriteBatch::default()
     };

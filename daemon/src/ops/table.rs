@@ -154,6 +154,7 @@ pub const OPERATIONS: &[Operation] = &[
     ),
     op("tasks.cancel", Some(K::Cancel), Needs(Operator), &[]),
     op("tasks.retry", Some(K::Retry), Needs(Operator), &[]),
+    op("tasks.change", Some(K::ChangeTask), Needs(Operator), &[]),
     op("tasks.logs", Some(K::Logs), Needs(Viewer), &[]),
     op("tasks.clean", Some(K::Clean), Needs(Operator), &[]),
     op(
@@ -439,6 +440,7 @@ const FORWARDED: &[&str] = &[
     "tasks.submit",
     "tasks.cancel",
     "tasks.retry",
+    "tasks.change",
     "tasks.clean",
     "tasks.pause",
     "tasks.resume",

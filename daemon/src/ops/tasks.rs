@@ -1,25 +1,28 @@
-//! Tasks: submit, list, get, wait for, cancel, retry and clean. Changes are answered once
+//! Tasks: submit, list, get, wait for, cancel, retry, change (stash, enqueue, edit) and
+//! clean. Changes are answered once
 //! they are durable.
 
 use std::collections::{HashMap, HashSet};
 
 use orch_protocol::{
-    Actor, CleanFilter, EventKind, MAX_CLEAN_BATCH, Task, TaskFilter, TaskId, TaskSpec,
+    Actor, CleanFilter, EventKind, MAX_CLEAN_BATCH, Task, TaskChange, TaskFilter, TaskId, TaskSpec,
 };
 
 use super::{AppError, AppErrorKind, Context};
 use crate::engine::{Command, Keep, Rule, Selection};
 use crate::events::Stream;
 
-/// `Submit`: adds tasks, all or none.
+/// `Submit`: adds tasks, all or none (`stashed`: held until enqueued).
 pub async fn submit(
     ctx: &Context,
     actor: Actor,
     specs: Vec<TaskSpec>,
+    stashed: bool,
 ) -> Result<Vec<Task>, AppError> {
     let submit = |reply| Command::Submit {
         actor,
         specs,
+        stashed,
         reply,
     };
     Ok(ctx.engine.request(submit).await?)
@@ -45,6 +48,22 @@ pub async fn cancel(ctx: &Context, actor: Actor, id: TaskId) -> Result<Task, App
 pub async fn retry(ctx: &Context, actor: Actor, id: TaskId) -> Result<Task, AppError> {
     let retry = |reply| Command::Retry { actor, id, reply };
     Ok(ctx.engine.request(retry).await?)
+}
+
+/// `ChangeTask`: stashes, enqueues or edits a task that has not started.
+pub async fn change(
+    ctx: &Context,
+    actor: Actor,
+    id: TaskId,
+    change: TaskChange,
+) -> Result<Task, AppError> {
+    let change = |reply| Command::ChangeTask {
+        actor,
+        id,
+        change,
+        reply,
+    };
+    Ok(ctx.engine.request(change).await?)
 }
 
 /// `Clean`: removes finished tasks (and workflows, when asked); what was removed.

@@ -52,8 +52,8 @@ pub async fn dispatch(
     let answer = match request {
         Request::Health => ops::daemon::health(ctx).map(Response::Health),
         Request::Cluster => ops::daemon::cluster(ctx).map(Response::Cluster),
-        Request::Submit { tasks } => {
-            let tasks = ops::tasks::submit(ctx, actor, tasks).await;
+        Request::Submit { tasks, stashed } => {
+            let tasks = ops::tasks::submit(ctx, actor, tasks, stashed).await;
             return send_tasks(conn, tasks).await;
         }
         Request::List { filter } => return send_tasks(conn, ops::tasks::list(ctx, &filter)).await,
@@ -67,6 +67,9 @@ pub async fn dispatch(
         }
         Request::Cancel { id } => ops::tasks::cancel(ctx, actor, id).await.map(task),
         Request::Retry { id } => ops::tasks::retry(ctx, actor, id).await.map(task),
+        Request::ChangeTask { id, change } => {
+            ops::tasks::change(ctx, actor, id, change).await.map(task)
+        }
         Request::Watch {
             since,
             task,

@@ -78,6 +78,18 @@ pub struct TaskWrite {
     pub task: Task,
     /// Its status before this change; `None` for a new task.
     pub previous: Option<TaskStatus>,
+    /// For an edit (`orch edit`): the indexed fields as they were before it, when they
+    /// may have changed (the indexes move from them).
+    pub reindex: Option<Indexed>,
+}
+
+/// The fields of a task record that the stores index besides its status.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Indexed {
+    /// Its priority (the queue's order).
+    pub priority: i32,
+    /// Its label.
+    pub label: Option<String>,
 }
 
 /// A set of changes that become durable together.
@@ -291,6 +303,8 @@ impl WriteBatch {
 
 /// The statuses of unfinished tasks a [`Snapshot`] holds in full (queued ones are held
 /// by id and priority only; finished ones stay in the store).
+///
+/// Stashed tasks are not among them: nothing schedules them until they are enqueued.
 pub const HELD: [TaskStatus; 4] = [
     TaskStatus::Blocked,
     TaskStatus::Delayed,

@@ -51,21 +51,7 @@ impl SimplePluginCommand for ById {
     }
 
     fn signature(&self) -> Signature {
-        Signature::build(self.name)
-            .input_output_types(vec![
-                (Type::Nothing, Type::Any),
-                (Type::list(Type::Any), Type::list(Type::record())),
-                (Type::record(), Type::list(Type::record())),
-                (Type::Int, Type::list(Type::record())),
-            ])
-            .rest(
-                "ids",
-                SyntaxShape::Int,
-                format!(
-                    "The {}'s id; several give a list. Without one, the ids come from the pipeline (ids, or records with an `id` column).",
-                    self.names
-                ),
-            )
+        taking_ids(Signature::build(self.name), self.names)
             .category(Category::Custom("orchestrator".into()))
     }
 
@@ -93,35 +79,62 @@ impl SimplePluginCommand for ById {
         call: &EvaluatedCall,
         input: &Value,
     ) -> Result<Value, LabeledError> {
-        let named = call.rest::<Spanned<i64>>(0)?.len();
-        let mut ids = args::ids_of_call(call, 0, input)?;
-        if ids.is_empty() {
-            return Err(
-                LabeledError::new(format!("no {} id", self.names)).with_label(
-                    format!(
-                        "give one or more ids, or pipe in {}s (records with an `id` column)",
-                        self.names
-                    ),
-                    call.head,
-                ),
-            );
-        }
-        let mut seen = std::collections::HashSet::new();
-        ids.retain(|(id, _)| seen.insert(*id));
-        let mut answers = Vec::with_capacity(ids.len());
-        for (id, span) in &ids {
+        for_each_id(call, input, self.names, |id, span| {
             let answer = plugin
-                .call(engine, &(self.request)(*id))
-                .map_err(|e| labeled(e, call.head, &[("id", *span)]))
-                .and_then(|answer| (self.answer)(plugin, engine, answer, call.head))
-                .map_err(|e| done_before(e, self.names, &ids[..answers.len()]))?;
-            answers.push(answer);
-        }
-        if named == 1 {
-            return Ok(answers.remove(0));
-        }
-        Ok(Value::list(answers, call.head))
+                .call(engine, &(self.request)(id))
+                .map_err(|e| labeled(e, call.head, &[("id", span)]))?;
+            (self.answer)(plugin, engine, answer, call.head)
+        })
     }
+}
+
+/// `signature` with the input and rest argument of a command on ids of `names` (`task`):
+/// ids as arguments, or ids (or records with an `id`) from the pipeline.
+pub fn taking_ids(signature: Signature, names: &str) -> Signature {
+    signature
+        .input_output_types(vec![
+            (Type::Nothing, Type::Any),
+            (Type::list(Type::Any), Type::list(Type::record())),
+            (Type::record(), Type::list(Type::record())),
+            (Type::Int, Type::list(Type::record())),
+        ])
+        .rest(
+            "ids",
+            SyntaxShape::Int,
+            format!(
+                "The {names}'s id; several give a list. Without one, the ids come from the pipeline (ids, or records with an `id` column)."
+            ),
+        )
+}
+
+/// Runs `each` on every id the call names (arguments, else the pipeline; each id once, in
+/// order, stopping at the first error, which says which ids were done): one id named as
+/// an argument gives its value, several give a list.
+pub fn for_each_id(
+    call: &EvaluatedCall,
+    input: &Value,
+    names: &str,
+    mut each: impl FnMut(u64, Span) -> Result<Value, LabeledError>,
+) -> Result<Value, LabeledError> {
+    let named = call.rest::<Spanned<i64>>(0)?.len();
+    let mut ids = args::ids_of_call(call, 0, input)?;
+    if ids.is_empty() {
+        return Err(LabeledError::new(format!("no {names} id")).with_label(
+            format!("give one or more ids, or pipe in {names}s (records with an `id` column)"),
+            call.head,
+        ));
+    }
+    let mut seen = std::collections::HashSet::new();
+    ids.retain(|(id, _)| seen.insert(*id));
+    let mut answers = Vec::with_capacity(ids.len());
+    for (id, span) in &ids {
+        let answer = each(*id, *span).map_err(|e| done_before(e, names, &ids[..answers.len()]))?;
+        answers.push(answer);
+    }
+    if named == 1 {
+        return Ok(answers.remove(0));
+    }
+    Ok(Value::list(answers, call.head))
 }
 
 /// `error`, saying which ids were already done when it came (a command on several ids

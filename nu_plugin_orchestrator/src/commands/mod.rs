@@ -19,6 +19,8 @@ mod daemon_handover;
 mod daemon_start;
 mod daemon_status;
 mod daemon_stop;
+mod edit;
+mod enqueue;
 #[cfg(test)]
 mod examples;
 mod extensions;
@@ -38,6 +40,7 @@ mod retry;
 mod schedule_add;
 mod schedule_change;
 mod schedule_list;
+mod stash;
 mod submit;
 mod task;
 mod task_draft;
@@ -72,6 +75,9 @@ pub fn all() -> Vec<Box<dyn PluginCommand<Plugin = OrchestratorPlugin>>> {
         Box::new(cancel::CANCEL),
         Box::new(retry::RETRY),
         Box::new(resubmit::Resubmit),
+        Box::new(stash::STASH),
+        Box::new(enqueue::Enqueue),
+        Box::new(edit::Edit),
         Box::new(pause::PAUSE),
         Box::new(pause::RESUME),
         Box::new(parallel::Parallel),

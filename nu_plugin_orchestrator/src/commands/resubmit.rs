@@ -87,7 +87,13 @@ impl SimplePluginCommand for Resubmit {
         for (id, span) in &ids {
             specs.push(copy_of(plugin, engine, call.head, *id, *span)?);
         }
-        let tasks = match plugin.call(engine, &Request::Submit { tasks: specs }) {
+        let tasks = match plugin.call(
+            engine,
+            &Request::Submit {
+                tasks: specs,
+                stashed: false,
+            },
+        ) {
             Ok(answer) => expect_tasks(answer, call.head)?,
             Err(e) => return Err(labeled(e, call.head, &[])),
         };

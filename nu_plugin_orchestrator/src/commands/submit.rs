@@ -146,6 +146,11 @@ A task reports progress by printing a JSON line such as {"progress": 40, "messag
                 "Return the tasks once they are final, not once they are queued (Ctrl-C stops waiting; the tasks go on).",
                 Some('w'),
             )
+            .switch(
+                "stash",
+                "Submit it stashed: held, not started until `orch enqueue` releases it (`orch edit` can change it meanwhile).",
+                Some('s'),
+            )
             .category(Category::Custom("orchestrator".into()))
     }
 
@@ -204,6 +209,11 @@ A task reports progress by printing a JSON line such as {"progress": 40, "messag
                 result: None,
             },
             Example {
+                example: "orch submit --stash ./deploy.sh",
+                description: "Submit it held; `orch enqueue` lets it run",
+                result: None,
+            },
+            Example {
                 example: "1..100 | each {|i| {command: [echo $i], priority: ($i mod 3)} } | orch submit",
                 description: "Submit a hundred tasks in one durable step",
                 result: None,
@@ -219,6 +229,14 @@ A task reports progress by printing a JSON line such as {"progress": 40, "messag
         input: PipelineData,
     ) -> Result<PipelineData, LabeledError> {
         let cwd = PathBuf::from(engine.get_current_dir()?);
+        let stashed = call.has_flag("stash")?;
+        if stashed && call.has_flag("wait")? {
+            let span = call.get_flag_span("wait").unwrap_or(call.head);
+            return Err(LabeledError::new("--wait with --stash").with_label(
+                "a stashed task does not start until `orch enqueue` releases it, so this would wait for ever",
+                span,
+            ));
+        }
         let defaults = TaskDraft::from_flags(call, &cwd)?;
         let input = input.into_value(call.head)?;
         let (specs, batch, spans) = match input {
@@ -248,7 +266,13 @@ A task reports progress by printing a JSON line such as {"progress": 40, "messag
             return Ok(PipelineData::value(Value::list(vec![], call.head), None));
         }
         let answer = plugin
-            .call(engine, &Request::Submit { tasks: specs })
+            .call(
+                engine,
+                &Request::Submit {
+                    tasks: specs,
+                    stashed,
+                },
+            )
             .map_err(|e| labeled(e, call.head, &spans))?;
         let mut tasks = expect_tasks(answer, call.head)?;
         if call.has_flag("wait")? {

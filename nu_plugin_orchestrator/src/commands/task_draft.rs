@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use nu_plugin::EvaluatedCall;
 use nu_protocol::{LabeledError, Record, Span, Value};
-use orch_protocol::{TaskKind, TaskSpec};
+use orch_protocol::{TaskEdit, TaskKind, TaskSpec};
 
 use super::args;
 use crate::json::value_to_json;
@@ -384,6 +384,35 @@ impl TaskDraft {
             spans.push(("nu", command.1));
         }
         spans
+    }
+
+    /// The edit the settings given name (`orch edit`): what to run, priority, label,
+    /// env, params and after; a setting an edit does not change is refused at its value.
+    pub fn into_edit(self) -> Result<TaskEdit, LabeledError> {
+        let mut edit = TaskEdit {
+            kind: self.kind.map(|(kind, _)| kind),
+            ..TaskEdit::default()
+        };
+        for (field, span) in &self.spans {
+            match *field {
+                "command" => {} // what to run: `kind`, given by a command, --nu or --script
+                "priority" => edit.priority = Some(self.spec.priority),
+                "label" => edit.label = Some(self.spec.label.clone()),
+                "env" => edit.env = Some(self.spec.env.clone()),
+                "params" => edit.params = Some(self.spec.params.clone()),
+                "after" => edit.after = Some(self.spec.after.clone()),
+                other => {
+                    return Err(bad(
+                        *span,
+                        "not editable",
+                        format!(
+                            "{other} cannot be edited (edit command, nu, script, priority, label, env, params or after; or cancel the task and submit it again)"
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(edit)
     }
 
     /// The task spec, or an error at `span` when nothing to run was given.

@@ -37,8 +37,11 @@ impl StatusCounts {
     pub fn add(&mut self, status: Option<TaskStatus>) {
         let count = match status {
             Some(TaskStatus::Blocked) => &mut self.blocked,
-            // Steps have no start time: a delayed task would be queued but for its time.
-            Some(TaskStatus::Queued | TaskStatus::Delayed) => &mut self.queued,
+            // Steps have no start time and are never stashed (a delayed or stashed task
+            // would be queued but for its time or its stash).
+            Some(TaskStatus::Queued | TaskStatus::Delayed | TaskStatus::Stashed) => {
+                &mut self.queued
+            }
             Some(TaskStatus::Running) => &mut self.running,
             Some(TaskStatus::RetryWaiting) => &mut self.retry_waiting,
             Some(TaskStatus::Succeeded) => &mut self.succeeded,

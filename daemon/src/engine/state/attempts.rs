@@ -38,14 +38,19 @@ impl EngineState {
         }
         let mut passed_over = 0;
         while matches!(self.lifecycle, Lifecycle::Serving) && self.nodes.has_room() {
-            let Some(id) = self.ready.pop() else { break };
+            let Some((priority, id)) = self.ready.pop_entry() else {
+                break;
+            };
             let read_in = self.cold.contains_key(&id);
             if !self.hold_live(id) {
                 continue; // a stale entry: finished (and let go of) since it was queued
             }
             let task = &self.tasks[&id];
             if !matches!(task.state, TaskState::Queued { .. }) {
-                continue; // a stale entry: cancelled or already started
+                continue; // a stale entry: cancelled, stashed or already started
+            }
+            if task.spec.priority != priority {
+                continue; // a stale entry: an edit queued it again at its new priority
             }
             let Some(node) = self.nodes.pick(&task.spec.on) else {
                 let key = (Reverse(task.spec.priority), id);
@@ -384,6 +389,7 @@ impl EngineState {
             let write = TaskWrite {
                 task: task.clone(),
                 previous: Some(TaskStatus::Running),
+                reindex: None,
             };
             self.step.batch.tasks.push(write);
             self.log_progress(id);

@@ -67,10 +67,12 @@ impl EngineState {
 
     /// The finished tasks outside workflows that the store holds and memory does not,
     /// read one at a time from the status index; only those that may go or that keep what
-    /// they depend on are kept (see [`retention::may_matter`]).
+    /// they depend on are kept (see [`retention::may_matter`]). The stashed ones (not held
+    /// in memory, never removed) are read too: what they depend on stays.
     fn stored_candidates(&self, rule: &Rule) -> HashMap<TaskId, Task> {
         let mut stored = HashMap::new();
-        for status in TaskStatus::ALL.into_iter().filter(|s| s.is_final()) {
+        let read = |s: &TaskStatus| s.is_final() || *s == TaskStatus::Stashed;
+        for status in TaskStatus::ALL.into_iter().filter(read) {
             self.records.each_in(status, &mut |task: Task| {
                 if task.spec.workflow.is_none()
                     && !self.tasks.contains_key(&task.id)

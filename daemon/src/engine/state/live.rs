@@ -154,7 +154,8 @@ impl EngineState {
                 self.tasks.remove(&id);
                 self.cold.insert(id, priority);
             }
-            s if s.is_final() => {
+            // Nothing schedules a stashed task: it is read again when it is changed.
+            s if s.is_final() || s == TaskStatus::Stashed => {
                 self.tasks.remove(&id);
             }
             _ => {}

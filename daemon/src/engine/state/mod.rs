@@ -8,6 +8,7 @@
 //! is passed in with each input.
 //!
 //! - `requests`: submit, cancel and retry of tasks, and refusals;
+//! - `stash`: stash, enqueue and edit of tasks that have not started;
 //! - `transitions`: a task's first state, its dependants released or failed, requeues;
 //! - `attempts`: starting attempts, their ends, retries with backoff, progress;
 //! - `workflows` (requests), `workflow_advance` (success, failure, rollback rounds) and
@@ -33,6 +34,7 @@ mod recovery;
 mod requests;
 pub mod retention;
 mod schedules;
+mod stash;
 mod transitions;
 mod workflow_advance;
 mod workflow_limits;
@@ -237,11 +239,25 @@ impl EngineState {
             Command::Submit {
                 actor,
                 specs,
+                stashed,
                 reply,
             } => {
-                let params = crate::audit::submitted_params(&specs);
-                let outcome = self.submit(specs, reply);
+                let mut params = crate::audit::submitted_params(&specs);
+                if stashed {
+                    params["stashed"] = true.into();
+                }
+                let outcome = self.submit(specs, stashed, reply);
                 self.audit(actor, "submit", params, outcome);
+            }
+            Command::ChangeTask {
+                actor,
+                id,
+                change,
+                reply,
+            } => {
+                let params = crate::audit::task_change_params(id, &change);
+                let outcome = self.change_task(id, change, reply);
+                self.audit(actor, "task_change", params, outcome);
             }
             Command::SubmitWorkflow {
                 actor,
@@ -441,6 +457,7 @@ impl EngineState {
         let write = TaskWrite {
             task: task.clone(),
             previous,
+            reindex: None,
         };
         self.step.batch.tasks.push(write);
         self.log_event(id, kind);

@@ -25,8 +25,9 @@ impl PartialOrd for Entry {
     }
 }
 
-/// Tasks ready to run. May hold stale entries (a task cancelled while queued); the engine
-/// checks each popped task's state.
+/// Tasks ready to run. May hold stale entries (a task cancelled or stashed while queued,
+/// or queued again at another priority by an edit); the engine checks each popped task's
+/// state and priority.
 #[derive(Debug, Default)]
 pub struct ReadyQueue {
     heap: BinaryHeap<Entry>,
@@ -57,6 +58,11 @@ impl ReadyQueue {
     /// Takes the task that should run next.
     pub fn pop(&mut self) -> Option<TaskId> {
         self.heap.pop().map(|e| e.id)
+    }
+
+    /// Takes the task that should run next, with the priority it was queued at.
+    pub fn pop_entry(&mut self) -> Option<(i32, TaskId)> {
+        self.heap.pop().map(|e| (e.priority, e.id))
     }
 }
 

@@ -7,14 +7,19 @@ use super::{EngineState, Outcome, Reply, StopReason, conflict};
 use crate::engine::validate::{MAX_DELAY_MS, validate};
 
 impl EngineState {
-    /// Accepts tasks (all or none).
-    pub(super) fn submit(&mut self, specs: Vec<TaskSpec>, reply: Reply<Vec<Task>>) -> Outcome {
+    /// Accepts tasks (all or none), `stashed` ones held until they are enqueued.
+    pub(super) fn submit(
+        &mut self,
+        specs: Vec<TaskSpec>,
+        stashed: bool,
+        reply: Reply<Vec<Task>>,
+    ) -> Outcome {
         if let Err(e) = self.validate_submission(&specs) {
             return self.refuse(reply, e);
         }
         let mut ids = Vec::with_capacity(specs.len());
         for spec in specs {
-            ids.push(self.create_task(spec));
+            ids.push(self.create_task(spec, stashed));
         }
         let created: Vec<Task> = ids.iter().map(|id| self.copy_of(*id)).collect();
         self.answer(reply, Ok(created));
@@ -168,6 +173,7 @@ impl EngineState {
     }
 }
 
-fn not_found(id: TaskId) -> ErrorReply {
+/// The refusal of a request about task `id`, which does not exist.
+pub(super) fn not_found(id: TaskId) -> ErrorReply {
     ErrorReply::field(ErrorKind::NotFound, "id", format!("there is no task {id}"))
 }

@@ -267,7 +267,7 @@ impl EngineState {
     /// Creates a scheduled task; its id, or why it could not be.
     fn run_task(&mut self, spec: orch_protocol::TaskSpec) -> Result<u64, String> {
         self.placeable(&spec, 0).map_err(|e| e.message)?;
-        Ok(self.create_task(spec))
+        Ok(self.create_task(spec, false))
     }
 
     /// Has the driver expand the schedule's workflow; the run goes on when it answers

@@ -9,13 +9,17 @@ use super::{EngineState, unique};
 use crate::store::TaskWrite;
 
 impl EngineState {
-    /// Adds one validated task in its first state.
-    pub(super) fn create_task(&mut self, mut spec: TaskSpec) -> TaskId {
+    /// Adds one validated task in its first state (`stashed`: held until enqueued).
+    pub(super) fn create_task(&mut self, mut spec: TaskSpec, stashed: bool) -> TaskId {
         let id = self.next_id;
         self.next_id += 1;
         spec.after = unique(&spec.after);
-        let state = self.initial_state(&spec.after, &spec.soft_after);
-        let state = self.held_until(state, spec.not_before);
+        let state = if stashed {
+            TaskState::Stashed { since: self.now }
+        } else {
+            let state = self.initial_state(&spec.after, &spec.soft_after);
+            self.held_until(state, spec.not_before)
+        };
         let status = state.status();
         let task = Task {
             id,
@@ -30,6 +34,7 @@ impl EngineState {
         self.step.batch.tasks.push(TaskWrite {
             task: task.clone(),
             previous: None,
+            reindex: None,
         });
         self.tasks.insert(id, task);
         self.log_event(id, EventKind::Submitted { status });
@@ -221,6 +226,7 @@ impl EngineState {
             let write = TaskWrite {
                 task: task.clone(),
                 previous: Some(TaskStatus::Blocked),
+                reindex: None,
             };
             self.step.batch.tasks.push(write);
         }

@@ -127,7 +127,7 @@ impl EngineState {
         for i in (0..steps.len()).rev().filter(|&i| compensate[i]) {
             let mut spec = steps[i].rollback.clone().expect("filtered above");
             spec.after = order[i].iter().map(|j| created[j]).collect();
-            let task = self.create_task(spec);
+            let task = self.create_task(spec, false);
             created.insert(i, task);
             let workflow = self.workflows.get_mut(&id).expect("known workflow");
             workflow.rollback_steps.push(RollbackStep {

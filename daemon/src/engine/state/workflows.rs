@@ -74,7 +74,7 @@ impl EngineState {
             let rollback = step
                 .rollback
                 .map(|r| step_spec(r, id, &step.id, true, draft.priority, step.fill_workflow_id));
-            let task = self.create_task(spec);
+            let task = self.create_task(spec, false);
             task_of.insert(step.id.clone(), task);
             steps.push(WorkflowStep {
                 id: step.id,

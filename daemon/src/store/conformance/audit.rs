@@ -36,6 +36,7 @@ fn six_entries(store: &dyn Store) {
             vec![TaskWrite {
                 task: task(1, 0, queued()),
                 previous: None,
+                reindex: None,
             }]
         } else {
             vec![]

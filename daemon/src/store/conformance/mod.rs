@@ -25,7 +25,7 @@ pub(crate) use audit::{
 };
 pub(crate) use migration::a_store_migrated_into_this_one_and_out_again_is_the_same;
 pub(crate) use tasks::{
-    a_batch_of_ten_thousand_tasks_is_one_commit,
+    a_batch_of_ten_thousand_tasks_is_one_commit, an_edit_moves_the_queue_and_label_indexes,
     lists_page_newest_first_below_the_cursor_with_every_filter,
     removals_update_the_counts_and_the_indexes,
     several_writes_of_one_task_in_a_batch_count_as_their_sequence,
@@ -56,6 +56,7 @@ macro_rules! conformance_tests {
             removals_update_the_counts_and_the_indexes,
             the_last_id_counts_workflows_and_test_envs_and_outlives_removals,
             several_writes_of_one_task_in_a_batch_count_as_their_sequence,
+            an_edit_moves_the_queue_and_label_indexes,
             a_batch_of_ten_thousand_tasks_is_one_commit,
             audit_entries_are_sealed_in_order_onto_a_chain_that_verifies,
             archiving_is_refused_when_the_log_changed_and_nothing_changes,
@@ -116,6 +117,7 @@ fn submit(store: &dyn Store, tasks: Vec<Task>) {
         .map(|task| TaskWrite {
             task,
             previous: None,
+            reindex: None,
         })
         .collect();
     store
@@ -132,6 +134,7 @@ fn change(store: &dyn Store, task: Task, previous: TaskStatus) {
         tasks: vec![TaskWrite {
             task,
             previous: Some(previous),
+            reindex: None,
         }],
         ..WriteBatch::default()
     };
@@ -309,6 +312,7 @@ pub(crate) fn the_queue_controls_are_stored_whole_and_default_until_then(fixture
         tasks: vec![TaskWrite {
             task: paused.clone(),
             previous: None,
+            reindex: None,
         }],
         ..WriteBatch::default()
     };

@@ -10,7 +10,7 @@ use super::{
     Fixture, change, counts, ids, queued, running, submit, succeeded, task, test_env, with_status,
     workflow,
 };
-use crate::store::{Store, TaskWrite, WriteBatch};
+use crate::store::{Indexed, Store, TaskWrite, WriteBatch};
 
 /// Tasks 1..=10: odd ones queued, even ones running; those divisible by 3 labelled.
 fn ten_tasks(store: &dyn Store) {
@@ -220,10 +220,12 @@ pub(crate) fn several_writes_of_one_task_in_a_batch_count_as_their_sequence(fixt
     batch.tasks.push(TaskWrite {
         task: task(1, 0, queued()),
         previous: None,
+        reindex: None,
     });
     batch.tasks.push(TaskWrite {
         task: task(1, 0, running()),
         previous: Some(TaskStatus::Queued),
+        reindex: None,
     });
     store.commit(&batch).unwrap();
     let counts = counts(store.as_ref());
@@ -320,4 +322,85 @@ pub(crate) fn the_snapshot_holds_the_unfinished_tasks_but_the_queued_ones(fixtur
         ]
     );
     assert_eq!(snapshot.queue, vec![(5, 0)]);
+}
+
+/// An edit's write moves the queue and label indexes from the fields it had (`reindex`),
+/// whether the status stays or changes with it, and in one batch with the task's creation.
+pub(crate) fn an_edit_moves_the_queue_and_label_indexes(fixture: &dyn Fixture) {
+    let store = fixture.open();
+    let labelled = |id, priority, label: Option<&str>, state| {
+        let mut task = task(id, priority, state);
+        task.spec.label = label.map(str::to_string);
+        task
+    };
+    let edit = |task: Task, previous, priority, label: Option<&str>| TaskWrite {
+        task,
+        previous: Some(previous),
+        reindex: Some(Indexed {
+            priority,
+            label: label.map(str::to_string),
+        }),
+    };
+    submit(
+        store.as_ref(),
+        vec![
+            labelled(1, 0, Some("old"), queued()),
+            labelled(2, 5, None, queued()),
+        ],
+    );
+    // Task 1: priority 0 → 9, label old → new; task 2: blocked by its edit, from 5.
+    // Task 3: created and edited in one batch (as merged steps write it).
+    let blocked = TaskState::Blocked {
+        waiting_on: vec![1],
+    };
+    let batch = WriteBatch {
+        tasks: vec![
+            edit(
+                labelled(1, 9, Some("new"), queued()),
+                TaskStatus::Queued,
+                0,
+                Some("old"),
+            ),
+            edit(
+                labelled(2, 5, Some("b"), blocked),
+                TaskStatus::Queued,
+                5,
+                None,
+            ),
+            TaskWrite {
+                task: labelled(3, 1, Some("old"), queued()),
+                previous: None,
+                reindex: None,
+            },
+            edit(
+                labelled(3, 2, None, queued()),
+                TaskStatus::Queued,
+                1,
+                Some("old"),
+            ),
+        ],
+        ..WriteBatch::default()
+    };
+    store.commit(&batch).unwrap();
+    let check = |store: &dyn Store| {
+        assert_eq!(store.load().unwrap().queue, vec![(1, 9), (3, 2)]);
+        let by_label = |label: &str| {
+            let filter = TaskFilter {
+                label: Some(label.into()),
+                ..TaskFilter::default()
+            };
+            ids(&store.list(&filter).unwrap())
+        };
+        assert_eq!(by_label("old"), Vec::<u64>::new());
+        assert_eq!(by_label("new"), vec![1]);
+        assert_eq!(by_label("b"), vec![2]);
+        let counts = counts(store);
+        assert_eq!(
+            (counts[&TaskStatus::Queued], counts[&TaskStatus::Blocked]),
+            (2, 1)
+        );
+    };
+    check(store.as_ref());
+    drop(store);
+    check(fixture.open().as_ref());
 }

@@ -130,6 +130,9 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX notify_outbox_due ON notify_outbox (notifier, due_ms, key);
     ALTER TABLE cluster_attempts ADD COLUMN paused boolean NOT NULL DEFAULT false;",
+    // 7: stashed tasks (status code 9): no table changes, but records a daemon of an
+    // earlier version cannot read; the version makes it refuse the store.
+    "SELECT 1;",
 ];
 
 /// The schema version this binary writes.

@@ -188,6 +188,7 @@ fn the_store_is_used_and_dropped_from_inside_the_daemons_runtime() {
                     },
                 ),
                 previous: None,
+                reindex: None,
             }],
             ..WriteBatch::default()
         };
@@ -230,6 +231,7 @@ fn the_group_committer_and_concurrent_readers_share_the_store() {
                                 },
                             ),
                             previous: None,
+                            reindex: None,
                         }],
                         events: vec![Event {
                             seq: id,
@@ -305,6 +307,7 @@ fn one_task(id: u64) -> WriteBatch {
         tasks: vec![TaskWrite {
             task: task(id, 0, queued),
             previous: None,
+            reindex: None,
         }],
         ..WriteBatch::default()
     }

@@ -10,6 +10,8 @@
 //!   holds the queue's controls, `schedules` the schedules, `notifiers` and
 //!   `notify_outbox` the notifications. Nothing to migrate (the tables
 //!   are made at open); the version makes an earlier daemon refuse the file.
+//! - Layout 5: tasks may be stashed (status code 9), which a daemon of an earlier layout
+//!   cannot read: nothing to migrate, the version makes it refuse the file.
 //!
 //! A migration runs in one write transaction: a crash during it leaves the file at its
 //! old layout, migrated again at the next open. A file of a newer layout is refused (this
@@ -22,7 +24,7 @@ use super::{BY_LABEL, META, TASKS, WORKFLOWS, backend, decode};
 use crate::store::StoreError;
 
 /// The layout this daemon writes.
-pub(super) const CURRENT: u64 = 4;
+pub(super) const CURRENT: u64 = 5;
 
 /// The `meta` key holding the layout version.
 const LAYOUT: &str = "layout";

@@ -25,10 +25,26 @@ pub(super) fn apply(txn: &WriteTransaction, batch: &WriteBatch) -> Result<(), re
         let status = task.state.status();
         let body = serde_json::to_vec(task).expect("task records always serialize");
         tasks.insert(task.id, body.as_slice())?;
-        if let (None, Some(label)) = (write.previous, &task.spec.label) {
-            by_label.insert((label.as_str(), task.id), ())?;
+        // What the indexes hold the record under: as it was before an edit, else as it is.
+        let (old_priority, old_label) = match &write.reindex {
+            Some(before) => (before.priority, before.label.as_deref()),
+            None => (task.spec.priority, task.spec.label.as_deref()),
+        };
+        let label = task.spec.label.as_deref();
+        if write.previous.is_none() || old_label != label {
+            if let (Some(_), Some(old)) = (write.previous, old_label) {
+                by_label.remove((old, task.id))?;
+            }
+            if let Some(label) = label {
+                by_label.insert((label, task.id), ())?;
+            }
         }
+        let old_queue_key = (-i64::from(old_priority), task.id);
         if write.previous == Some(status) {
+            if status == TaskStatus::Queued && old_queue_key != queue_key(task) {
+                queue.remove(old_queue_key)?;
+                queue.insert(queue_key(task), ())?;
+            }
             continue;
         }
         if let Some(previous) = write.previous {
@@ -36,7 +52,7 @@ pub(super) fn apply(txn: &WriteTransaction, batch: &WriteBatch) -> Result<(), re
             let n = counts.get(previous.code())?.map_or(0, |v| v.value());
             counts.insert(previous.code(), n.saturating_sub(1))?;
             if previous == TaskStatus::Queued {
-                queue.remove(queue_key(task))?;
+                queue.remove(old_queue_key)?;
             }
         }
         by_status.insert((status.code(), task.id), ())?;

@@ -14,6 +14,7 @@ fn after_a_failed_commit_successes_carry_its_error_and_refusals_stand() {
     let submit = Command::Submit {
         actor: actor(),
         specs: vec![task()],
+        stashed: false,
         reply: accepted,
     };
     let cancel = Command::Cancel {

@@ -96,6 +96,7 @@ fn a_task_is_held_until_the_last_step_that_changed_it_is_durable() {
         Input::Request(Command::Submit {
             actor: actor(),
             specs: vec![task()],
+            stashed: false,
             reply,
         }),
         h.now,

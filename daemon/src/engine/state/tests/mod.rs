@@ -25,6 +25,7 @@ mod retention;
 mod retries;
 mod rollbacks;
 mod schedules;
+mod stashing;
 mod stopping;
 mod workflow_runs;
 
@@ -284,6 +285,7 @@ impl Harness {
         let (step, mut answer) = self.ask(|reply| Command::Submit {
             actor: actor(),
             specs,
+            stashed: false,
             reply,
         });
         (step, answer.value().iter().map(|t| t.id).collect())
@@ -294,6 +296,7 @@ impl Harness {
         let (step, mut answer) = self.ask(|reply| Command::Submit {
             actor: actor(),
             specs,
+            stashed: false,
             reply,
         });
         (step, answer.error())

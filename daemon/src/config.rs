@@ -8,6 +8,7 @@ use crate::policy::Role;
 use orch_protocol::paths;
 
 pub mod database;
+pub mod layers;
 
 pub use database::{DatabaseUrl, DatabaseUrlError, SecretArg};
 
@@ -40,6 +41,19 @@ pub struct Cli {
     /// ~/.local/share/provisioning-orchestrator.
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+
+    /// A TOML file of settings (the flags' long names as keys: `parallel = 4`,
+    /// `label = ["docker"]`). Default: $PROVISIONING_ORCHESTRATOR_CONFIG, else config.toml
+    /// in the data directory when it exists. Every flag can also be set by
+    /// PROVISIONING_ORCHESTRATOR_<FLAG> (`PROVISIONING_ORCHESTRATOR_PARALLEL=4`); the
+    /// command line wins over the environment, which wins over the file.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Where settings came from besides the command line (the environment, a config
+    /// file), for the daemon's log.
+    #[arg(skip)]
+    pub settings_from: Vec<String>,
 
     /// Unix socket to listen on (created mode 0600). Default:
     /// $PROVISIONING_ORCHESTRATOR_SOCKET, else $XDG_RUNTIME_DIR/provisioning-orchestrator.sock,

@@ -110,6 +110,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     if bound.replaced_stale {
         tracing::info!(socket = %socket_path.display(), "replaced a stale socket");
     }
+    for source in &cli.settings_from {
+        tracing::info!(from = %source, "settings");
+    }
     make_data_private(&data_dir, &logs_dir)?;
     if !cli.allow_users.is_empty() {
         // Others may connect; each connection is still checked by its peer uid.

@@ -2,11 +2,10 @@
 //! tool such as `audit verify-segment`, `migrate`, `completions`, or `supervise` for a
 //! data directory, runs that instead).
 
-use clap::Parser;
-use provisioning_orchestrator::config::{AuditTool, Tool};
+use provisioning_orchestrator::config::{AuditTool, Tool, layers};
 
 fn main() -> std::process::ExitCode {
-    let mut cli = provisioning_orchestrator::config::Cli::parse();
+    let mut cli = layers::from_process();
     // SAFETY: no other thread exists yet.
     unsafe { cli.take_database_url_env() };
     if let Some(Tool::Audit(AuditTool::VerifySegment { file, sha256 })) = &cli.tool {

@@ -71,6 +71,11 @@ export def "orchestrator status" [] {
     orch daemon status
 }
 
+# The versions of the plugin, its protocol and the daemon (null when none runs).
+export def version [] {
+    orch version
+}
+
 # Run a provisioning script (a .nu file) as an orchestrator task. Its parameters reach
 # the script as JSON in $env.ORCH_PARAMS. With --wait, returns the finished task with
 # its output.

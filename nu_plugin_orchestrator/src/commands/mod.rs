@@ -48,6 +48,7 @@ mod tasks;
 mod test_env_by_id;
 mod test_env_create;
 mod test_topology_show;
+mod version;
 mod wait;
 mod watch;
 mod workflow_args;
@@ -68,6 +69,7 @@ pub fn all() -> Vec<Box<dyn PluginCommand<Plugin = OrchestratorPlugin>>> {
     vec![
         Box::new(group::ORCH),
         Box::new(health::Health),
+        Box::new(version::Version),
         Box::new(submit::Submit),
         Box::new(tasks::Tasks),
         Box::new(task::TASK),

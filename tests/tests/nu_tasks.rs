@@ -316,3 +316,21 @@ fn commands_by_id_take_several_ids_or_the_pipeline() {
     let one = nu.json("[5] | each {|id| orch task $id | get id }");
     assert_eq!(one, serde_json::json!([5]));
 }
+
+/// Regression: a dependant released in the same engine turn as the commit notice of its
+/// own submission was let go of while its stored record still said `blocked`, then read
+/// back as blocked and dropped from the queue (found timing chains of three tasks).
+#[test]
+fn chains_submitted_one_task_at_a_time_all_run() {
+    let daemon = Daemon::start(&[]);
+    let nu = daemon.nu();
+    let rounds = nu.json(
+        "1..100 | each {|i|
+            let a = (orch submit true)
+            let b = (orch submit --after $a.id true)
+            let c = (orch submit --after $b.id true)
+            orch wait $c.id --timeout 10sec | get 0.status
+        } | uniq",
+    );
+    assert_eq!(rounds, serde_json::json!(["succeeded"]));
+}

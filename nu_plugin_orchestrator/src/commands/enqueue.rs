@@ -17,8 +17,10 @@ impl Enqueue {
     fn start_time(
         call: &EvaluatedCall,
     ) -> Result<Option<Spanned<chrono::DateTime<chrono::Utc>>>, LabeledError> {
-        let at: Option<Value> = call.get_flag("at")?;
-        let delay: Option<Value> = call.get_flag("delay")?;
+        // A flag given `null` (as wrappers forward optional flags) counts as not given.
+        let given = |value: Option<Value>| value.filter(|v| !v.is_nothing());
+        let at = given(call.get_flag("at")?);
+        let delay = given(call.get_flag("delay")?);
         match (at, delay) {
             (Some(at), Some(delay)) => Err(LabeledError::new("two start times")
                 .with_label("--at here", at.span())

@@ -117,14 +117,19 @@ impl EngineState {
         };
         let mut released = Vec::new();
         while count.is_none_or(|n| released.len() < n) {
-            let Some(id) = held.pop() else { break };
+            let Some((held_at, id)) = held.pop_entry() else {
+                break;
+            };
             let priority = match (self.cold.get(&id), self.tasks.get(&id)) {
                 (Some(priority), _) => *priority,
                 (None, Some(task)) if matches!(task.state, TaskState::Queued { .. }) => {
                     task.spec.priority
                 }
-                _ => continue, // cancelled meanwhile
+                _ => continue, // cancelled or stashed meanwhile
             };
+            if priority != held_at {
+                continue; // edited since: queued again at its new priority
+            }
             released.push((priority, id));
         }
         if held.is_empty() {

@@ -12,7 +12,7 @@
 //! engine reads such records through [`Records`] when it needs one (a cold task to start or
 //! cancel, a finished one to retry, the state of a dependency, `orch clean`).
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 
 use orch_protocol::{Task, TaskId, TaskState, TaskStatus};
 
@@ -104,17 +104,38 @@ impl EngineState {
     /// Steps up to `step` are durable: every task they touched last is let go of if it
     /// need not be held (queued outside a workflow: held by its priority; finished outside
     /// a workflow: not held).
+    ///
+    /// A task the step being built has changed or read in already stays held: the store's
+    /// record of it is not its latest state yet (that step's commit lets go of it).
     pub(super) fn committed(&mut self, step: u64) {
+        let mut done_with = Vec::new();
         while self.settling.steps.front().is_some_and(|(s, _)| *s <= step) {
             let (done, ids) = self.settling.steps.pop_front().expect("checked above");
             for id in ids {
                 if self.settling.last_touch.get(&id) == Some(&done) {
                     self.settling.last_touch.remove(&id);
+                    done_with.push(id);
+                }
+            }
+        }
+        if !done_with.is_empty() {
+            let open = self.open_step_tasks();
+            for id in done_with {
+                if !open.contains(&id) {
                     self.let_go(id);
                 }
             }
         }
         self.compact();
+    }
+
+    /// The tasks the step being built writes or has read in (its `close_step` registers
+    /// them).
+    fn open_step_tasks(&self) -> HashSet<TaskId> {
+        let written = self.step.batch.tasks.iter().map(|w| w.task.id);
+        written
+            .chain(self.settling.touched.iter().copied())
+            .collect()
     }
 
     /// Gives back the room of maps that hold far fewer entries than they have room for

@@ -96,7 +96,7 @@ impl EngineState {
         }
         let spec = &self.tasks[&id].spec;
         let not_before = not_before.or(spec.not_before);
-        let state = self.waiting_state(id, &spec.after, &spec.soft_after, not_before)?;
+        let state = self.waiting_state(id, "id", &spec.after, &spec.soft_after, not_before)?;
         let status = state.status();
         self.tasks.get_mut(&id).expect("held").spec.not_before = not_before;
         self.transition(id, state, EventKind::Enqueued { status });
@@ -124,16 +124,18 @@ impl EngineState {
         };
         let spec = edited_spec(&task.spec, &edit);
         validate_as(&spec, &format!("task {id}"))?;
+        let after = &spec.after; // without repeats
         let state = match &edit.after {
-            Some(after) if status != TaskStatus::Stashed => {
+            Some(_) if status != TaskStatus::Stashed => {
                 self.dependencies_allowed(id, after)?;
-                match self.waiting_state(id, after, &spec.soft_after, spec.not_before)? {
+                let soft = &spec.soft_after;
+                match self.waiting_state(id, "after", after, soft, spec.not_before)? {
                     // Still queued: it keeps its place in time.
                     TaskState::Queued { .. } if status == TaskStatus::Queued => None,
                     state => Some(state),
                 }
             }
-            Some(after) => {
+            Some(_) => {
                 self.dependencies_allowed(id, after)?;
                 None
             }
@@ -224,18 +226,23 @@ impl EngineState {
     }
 
     /// The state task `id` waits in with these dependencies and start time; refused when
-    /// a hard dependency did not succeed (the task would never run).
+    /// a hard dependency did not succeed (the task would never run), naming `field`.
     fn waiting_state(
         &self,
         id: TaskId,
+        field: &str,
         after: &[TaskId],
         soft_after: &[TaskId],
         not_before: Option<chrono::DateTime<chrono::Utc>>,
     ) -> Result<TaskState, ErrorReply> {
         match self.initial_state(after, soft_after) {
-            TaskState::DependencyFailed { dependency, .. } => Err(conflict(format!(
-                "task {id} depends on task {dependency}, which did not succeed, so it would never run: retry task {dependency} first, or change its dependencies (orch edit {id} --after [...])"
-            ))),
+            TaskState::DependencyFailed { dependency, .. } => Err(ErrorReply::field(
+                ErrorKind::Conflict,
+                field,
+                format!(
+                    "task {id} depends on task {dependency}, which did not succeed, so it would never run: retry task {dependency} first, or change its dependencies (orch edit {id} --after [...])"
+                ),
+            )),
             state => Ok(self.held_until(state, not_before)),
         }
     }

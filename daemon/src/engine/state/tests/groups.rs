@@ -19,7 +19,7 @@ fn in_group(group: &str) -> TaskSpec {
 
 impl Harness {
     /// Changes the queue's controls (which must be accepted).
-    fn change(&mut self, change: QueueChange) -> (Step, QueueView) {
+    pub(super) fn change(&mut self, change: QueueChange) -> (Step, QueueView) {
         let (step, mut answer) = self.ask(|reply| Command::ChangeQueue {
             actor: actor(),
             change,

@@ -154,3 +154,34 @@ fn after_a_restart_queued_tasks_are_held_by_priority_and_run_in_order() {
     expected.sort_by_key(|id| (-((*id as i32 - 1) % 3), *id));
     assert_eq!(order, expected);
 }
+
+#[test]
+fn a_task_the_open_step_changed_is_not_let_go_by_an_earlier_commit() {
+    // The dependant is released in the same turn as the notice that its own submission
+    // is durable arrives: its stored record still says `blocked`, so it must stay held
+    // (let go, it would be read back as blocked and dropped from the queue for good).
+    let mut h = Harness::new(2);
+    let (_, first) = h.submit(vec![task()]);
+    let (reply, _answer) = oneshot::channel();
+    let submit = Command::Submit {
+        actor: actor(),
+        specs: vec![after(&first)],
+        stashed: false,
+        reply,
+    };
+    h.state.handle(Input::Request(submit), h.now);
+    let pending = h.state.end_turn(h.now);
+    h.stored.apply(&pending);
+    let dependant = first[0] + 1;
+    let attempt = h.running_attempt(first[0]);
+    let exit = Report {
+        id: first[0],
+        attempt,
+        kind: exited(0),
+    };
+    let committed = Input::Committed {
+        step: pending.effects.settled.expect("the submission is a step"),
+    };
+    let step = h.turn(vec![Input::Report(exit), committed]);
+    assert_eq!(step.launched(), vec![dependant]);
+}

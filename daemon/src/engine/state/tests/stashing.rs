@@ -363,3 +363,33 @@ fn a_workflow_step_is_not_changed_here() {
     let error = h.change_task(step_b, TaskChange::Stash).1.error();
     assert!(error.message.contains("workflow"), "{}", error.message);
 }
+
+#[test]
+fn a_group_releases_an_edited_task_at_its_new_priority() {
+    let mut h = Harness::new(4);
+    h.change(orch_protocol::QueueChange::Parallel {
+        group: None,
+        limit: 1,
+    });
+    let (_, running) = h.submit(vec![task()]);
+    let (_, held) = h.submit(vec![with_priority(10), with_priority(5)]);
+    let (lowered, other) = (held[0], held[1]);
+    h.edit(lowered, priority(0));
+    assert_eq!(h.exit(running[0], 0).launched(), vec![other]);
+    assert_eq!(h.exit(other, 0).launched(), vec![lowered]);
+    assert!(h.exit(lowered, 0).launched().is_empty());
+}
+
+#[test]
+fn repeated_dependencies_of_an_edit_are_counted_once() {
+    let mut h = Harness::new(1);
+    let (_, gate) = h.submit(vec![task()]);
+    let (_, ids) = h.submit_stashed(vec![task()]);
+    let (step, mut answer) = h.edit(ids[0], depending_on(&[gate[0], gate[0]]));
+    assert_eq!(answer.value().spec.after, gate);
+    assert_eq!(step.events(), events(&[(ids[0], "edited")]));
+    let (_, queued) = h.submit(vec![task()]);
+    let (_, mut edited) = h.edit(queued[0], depending_on(&[ids[0], ids[0]]));
+    let waiting_on = vec![ids[0]];
+    assert_eq!(edited.value().state, TaskState::Blocked { waiting_on });
+}

@@ -110,6 +110,7 @@ pub fn layered(
     let mut sources = Vec::new();
     let mut from_env = Vec::new();
     let mut env_names = Vec::new();
+    let mut env_set = Vec::new();
     for arg in flags.iter().filter(|a| !given(a)) {
         let long = arg.get_long().expect("filtered");
         if NOT_FROM_ENV.contains(&long) {
@@ -119,15 +120,13 @@ pub fn layered(
         if let Some(value) = env(&name) {
             from_env.extend(env_args(arg, &name, value)?);
             env_names.push(name);
+            env_set.push(long);
         }
     }
     if !env_names.is_empty() {
         sources.push(format!("environment: {}", env_names.join(", ")));
     }
-    let set_by_env = |arg: &Arg| {
-        let long = arg.get_long().expect("filtered");
-        !NOT_FROM_ENV.contains(&long) && env(&env_name(long)).is_some()
-    };
+    let set_by_env = |arg: &Arg| env_set.contains(&arg.get_long().expect("filtered"));
     let mut from_file = Vec::new();
     if let Some((path, named)) = config_path(&matches, env) {
         let table = read_config(&path, named)?;

@@ -4,7 +4,10 @@ use nu_plugin::{EngineInterface, EvaluatedCall, SimplePluginCommand};
 use nu_protocol::{Category, Example, LabeledError, Signature, Spanned, SyntaxShape, Value};
 use orch_protocol::{Request, TaskChange};
 
+use chrono::{DateTime, Utc};
+
 use super::by_id::{for_each_id, taking_ids};
+use super::task_draft::start_time;
 use crate::OrchestratorPlugin;
 use crate::connection::{expect_task, labeled};
 use crate::convert::task_row;
@@ -14,34 +17,26 @@ pub struct Enqueue;
 
 impl Enqueue {
     /// The start time `--at` or `--delay` gives, if either (not both).
-    fn start_time(
-        call: &EvaluatedCall,
-    ) -> Result<Option<Spanned<chrono::DateTime<chrono::Utc>>>, LabeledError> {
+    fn start_time(call: &EvaluatedCall) -> Result<Option<Spanned<DateTime<Utc>>>, LabeledError> {
         // A flag given `null` (as wrappers forward optional flags) counts as not given.
         let given = |value: Option<Value>| value.filter(|v| !v.is_nothing());
         let at = given(call.get_flag("at")?);
         let delay = given(call.get_flag("delay")?);
-        match (at, delay) {
-            (Some(at), Some(delay)) => Err(LabeledError::new("two start times")
-                .with_label("--at here", at.span())
-                .with_label("and --delay here: give one of them", delay.span())),
-            (Some(at), None) => {
-                let span = at.span();
-                let item = at.as_date()?.with_timezone(&chrono::Utc);
-                Ok(Some(Spanned { item, span }))
+        let (name, value) = match (at, delay) {
+            (Some(at), Some(delay)) => {
+                return Err(LabeledError::new("two start times")
+                    .with_label("--at here", at.span())
+                    .with_label("and --delay here: give one of them", delay.span()));
             }
-            (None, Some(delay)) => {
-                let span = delay.span();
-                let nanos = delay.as_duration()?;
-                if nanos < 0 {
-                    return Err(LabeledError::new("invalid delay")
-                        .with_label("the delay must not be negative", span));
-                }
-                let item = chrono::Utc::now() + chrono::Duration::nanoseconds(nanos);
-                Ok(Some(Spanned { item, span }))
-            }
-            (None, None) => Ok(None),
-        }
+            (Some(at), None) => ("at", at),
+            (None, Some(delay)) => ("delay", delay),
+            (None, None) => return Ok(None),
+        };
+        let item = start_time(name, &value)?;
+        Ok(Some(Spanned {
+            item,
+            span: value.span(),
+        }))
     }
 }
 

@@ -87,6 +87,33 @@ fn millis(value: &Value, what: &str) -> Result<u64, LabeledError> {
     }
 }
 
+/// The start time flag or field `name` gives: `at`, a datetime; `delay`, a duration from
+/// now by this machine's clock.
+pub fn start_time(
+    name: &str,
+    value: &Value,
+) -> Result<chrono::DateTime<chrono::Utc>, LabeledError> {
+    let span = value.span();
+    if name == "at" {
+        let at = value.as_date().map_err(|_| {
+            bad(
+                span,
+                "invalid start time",
+                format!(
+                    "at: expected a datetime such as 2026-12-24T03:00:00+01:00 (or `'tomorrow 3am' | into datetime`), got {}",
+                    value.get_type()
+                ),
+            )
+        })?;
+        return Ok(at.with_timezone(&chrono::Utc));
+    }
+    let delay = millis(value, name)?;
+    let delay = chrono::Duration::milliseconds(i64::try_from(delay).unwrap_or(i64::MAX));
+    chrono::Utc::now()
+        .checked_add_signed(delay)
+        .ok_or_else(|| bad(span, "invalid delay", "the delay is too long"))
+}
+
 fn task_ids(value: &Value) -> Result<Vec<u64>, LabeledError> {
     let mut ids = Vec::new();
     args::ids_from_value(value, &mut ids)?;
@@ -318,28 +345,8 @@ impl TaskDraft {
                 self.spec.timeout_ms = Some(millis(value, "timeout")?);
                 "timeout"
             }
-            "at" => {
-                let at = value.as_date().map_err(|_| {
-                    bad(
-                        span,
-                        "invalid start time",
-                        format!(
-                            "at: expected a datetime such as 2026-12-24T03:00:00+01:00 (or `'tomorrow 3am' | into datetime`), got {}",
-                            value.get_type()
-                        ),
-                    )
-                })?;
-                self.spec.not_before = Some(at.with_timezone(&chrono::Utc));
-                "not_before"
-            }
-            "delay" => {
-                let delay = millis(value, "delay")?;
-                let delay =
-                    chrono::Duration::milliseconds(i64::try_from(delay).unwrap_or(i64::MAX));
-                let at = chrono::Utc::now()
-                    .checked_add_signed(delay)
-                    .ok_or_else(|| bad(span, "invalid delay", "the delay is too long"))?;
-                self.spec.not_before = Some(at);
+            "at" | "delay" => {
+                self.spec.not_before = Some(start_time(name, value)?);
                 "not_before"
             }
             "after" => {

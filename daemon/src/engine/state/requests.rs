@@ -79,15 +79,28 @@ impl EngineState {
     /// Refuses spec number `index` when its start time is more than a year away (one
     /// gone by starts it at once).
     fn startable(&self, spec: &TaskSpec, index: usize) -> Result<(), ErrorReply> {
-        let latest = self.now + chrono::Duration::milliseconds(MAX_DELAY_MS as i64);
         match spec.not_before {
-            Some(at) if at > latest => Err(ErrorReply::field(
-                ErrorKind::BadRequest,
-                "not_before",
-                format!("task #{index}: the start time {at} is more than a year away"),
-            )),
-            _ => Ok(()),
+            Some(at) => self.start_time_allowed(at, &format!("task #{index}")),
+            None => Ok(()),
         }
+    }
+
+    /// Refuses a start time more than a year away for `subject` (`task #2` of a
+    /// submission, `task 41` of an enqueue), naming `not_before`.
+    pub(super) fn start_time_allowed(
+        &self,
+        at: chrono::DateTime<chrono::Utc>,
+        subject: &str,
+    ) -> Result<(), ErrorReply> {
+        let latest = self.now + chrono::Duration::milliseconds(MAX_DELAY_MS as i64);
+        if at <= latest {
+            return Ok(());
+        }
+        Err(ErrorReply::field(
+            ErrorKind::BadRequest,
+            "not_before",
+            format!("{subject}: the start time {at} is more than a year away"),
+        ))
     }
 
     /// Refuses spec number `index` when no node has every label it requires (`on`).

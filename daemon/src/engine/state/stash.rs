@@ -15,7 +15,7 @@ use orch_protocol::{
 
 use super::requests::not_found;
 use super::{EngineState, Outcome, Reply, conflict, unique};
-use crate::engine::validate::{MAX_DELAY_MS, validate_as};
+use crate::engine::validate::validate_as;
 use crate::store::{Indexed, TaskWrite};
 
 impl EngineState {
@@ -92,7 +92,7 @@ impl EngineState {
             )));
         }
         if let Some(at) = not_before {
-            self.start_time_allowed(at)?;
+            self.start_time_allowed(at, &format!("task {id}"))?;
         }
         let spec = &self.tasks[&id].spec;
         let not_before = not_before.or(spec.not_before);
@@ -156,16 +156,17 @@ impl EngineState {
         state: Option<TaskState>,
         before: Indexed,
     ) {
-        let dependencies_changed = spec.after != self.tasks[&id].spec.after;
         let old_status = self.tasks[&id].state.status();
-        if state.is_some() || (dependencies_changed && old_status == TaskStatus::Blocked) {
+        // New dependencies give a waiting task a new state (a queued one that stays queued
+        // keeps its own): it leaves where it waited, and enters where it waits now.
+        let moved = state.is_some();
+        if moved {
             self.leave_waiting(id);
         }
         let fields = self.edited_fields(id, &spec);
         let task = self.tasks.get_mut(&id).expect("held");
         let priority_changed = task.spec.priority != spec.priority;
         task.spec = spec;
-        let moved = state.is_some();
         if let Some(state) = state {
             task.state = state;
         }
@@ -179,8 +180,7 @@ impl EngineState {
         let task = self.copy_of(id);
         match status {
             TaskStatus::Queued if moved || priority_changed => self.enter(&task),
-            TaskStatus::Blocked if moved || dependencies_changed => self.enter(&task),
-            TaskStatus::Delayed if moved => self.enter(&task),
+            TaskStatus::Blocked | TaskStatus::Delayed if moved => self.enter(&task),
             _ => {}
         }
     }
@@ -262,19 +262,6 @@ impl EngineState {
                     "task {id} would depend on task {dependency}, which does not exist"
                 )));
             }
-        }
-        Ok(())
-    }
-
-    /// Refuses a start time more than a year away.
-    fn start_time_allowed(&self, at: chrono::DateTime<chrono::Utc>) -> Result<(), ErrorReply> {
-        let latest = self.now + chrono::Duration::milliseconds(MAX_DELAY_MS as i64);
-        if at > latest {
-            return Err(ErrorReply::field(
-                ErrorKind::BadRequest,
-                "not_before",
-                format!("the start time {at} is more than a year away"),
-            ));
         }
         Ok(())
     }

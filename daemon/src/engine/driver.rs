@@ -1,7 +1,6 @@
 //! The engine's task: it feeds the state machine, commits each step's batch through the
-//! group committer, and carries out the step's effects only once that batch is durable
-//! (commit-before-act): events published, attempts launched or stopped, retry timers
-//! armed, logs deleted, clients answered.
+//! group committer, and has the step's effects carried out only once that batch is
+//! durable (commit-before-act; see [`super::executor`]).
 //!
 //! It also keeps what the state machine must not hold: the cancellation token of each
 //! running attempt (the runner's way of stopping it), and the conversion of the runner's
@@ -11,18 +10,18 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use chrono::Utc;
-use orch_protocol::{Event, TaskId};
+use orch_protocol::TaskId;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::effects::{Answer, Effects, Expansion, ScheduleTimer, Step, Timer};
+use super::effects::{Effects, Step};
+use super::executor::{Executor, Expand, MAX_EXPANSIONS, Work};
 use super::records::StoreRecords;
 use super::state::{EngineState, NodeName, Nodes, running_attempts};
-use super::{Command, EngineHandle, Input};
+use super::{EngineHandle, Input};
 use crate::events::EventBus;
 use crate::runner::{Launch, Report, ReportKind, Runner, Steering};
 use crate::store::{GroupCommitter, PlacedAttempt, Snapshot, Store, StoreError, WriteBatch};
-use crate::workflows::Draft;
 
 /// What the engine needs from the rest of the daemon.
 pub struct EngineParts {
@@ -45,23 +44,6 @@ pub struct EngineParts {
     pub expander: Arc<dyn Expand>,
     /// Woken when notifications were put in the outbox (the deliverer waits on it).
     pub outbox: Arc<tokio::sync::Notify>,
-}
-
-/// How many scheduled workflows are expanded at once, at most.
-const MAX_EXPANSIONS: usize = 4;
-
-/// How long a scheduled workflow's expansion may take.
-const EXPANSION_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
-
-/// Expands a scheduled workflow from the workspace as it is at its run.
-pub trait Expand: Send + Sync + 'static {
-    /// The checked workflow of `request` (confined unless this is `owner_host`), or why
-    /// it cannot be.
-    fn expand(
-        &self,
-        request: &orch_protocol::WorkflowRequest,
-        owner_host: Option<&str>,
-    ) -> Result<Draft, String>;
 }
 
 /// The placements of a cluster's attempts as the engine starts (read from the store).
@@ -87,21 +69,6 @@ pub struct Engine {
     placed: bool,
 }
 
-/// What carries out a step's effects, on the committer's thread, once it is durable.
-#[derive(Clone)]
-struct Executor {
-    expander: Arc<dyn Expand>,
-    /// Permits for expansions under way (each holds a blocking thread until it ends,
-    /// even past its time limit).
-    expanding: Arc<tokio::sync::Semaphore>,
-    outbox: Arc<tokio::sync::Notify>,
-    bus: EventBus,
-    runner: Runner,
-    mailbox: mpsc::UnboundedSender<Input>,
-    fatal: CancellationToken,
-    runtime: tokio::runtime::Handle,
-}
-
 /// Why the engine could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineStartError {
@@ -111,25 +78,6 @@ pub enum EngineStartError {
     /// The supervisor's attempts cannot be taken over.
     #[error(transparent)]
     TakeOver(#[from] crate::runner::TakeOverError),
-}
-
-/// A step's effects, with the runner's launches and tokens made ready.
-struct Work {
-    events: Vec<Event>,
-    launches: Vec<Launch>,
-    stops: Vec<CancellationToken>,
-    /// Attempts run here to pause (true) or resume.
-    pauses: Vec<(Arc<Steering>, bool)>,
-    timers: Vec<Timer>,
-    schedule_timers: Vec<ScheduleTimer>,
-    expansions: Vec<Expansion>,
-    outbox_changed: bool,
-    answers: Vec<Answer>,
-    removed_logs: Vec<TaskId>,
-    progress_written: bool,
-    stopped: Vec<tokio::sync::oneshot::Sender<()>>,
-    settled: Option<u64>,
-    ended: Vec<(TaskId, u32)>,
 }
 
 impl Engine {
@@ -388,133 +336,6 @@ fn adopt_placed(
     }
     let stale: Vec<(TaskId, u32)> = placed.into_keys().collect();
     (nodes, attempts, stale)
-}
-
-impl Executor {
-    /// Carries out a step's effects after its commit: all of them when it is durable;
-    /// when it failed, the daemon stops, acting on nothing, and only the answers go
-    /// (with the error).
-    fn carry_out(&self, work: Work, committed: Result<(), &StoreError>) {
-        match committed {
-            Err(e) => {
-                tracing::error!(error = %e, "cannot commit state; stopping the daemon");
-                self.fatal.cancel();
-            }
-            Ok(()) => {
-                self.bus.publish(work.events);
-                for launch in work.launches {
-                    self.runner.launch(&self.runtime, launch);
-                }
-                for token in work.stops {
-                    token.cancel();
-                }
-                for (steering, paused) in work.pauses {
-                    steering.set_paused(paused);
-                }
-                for timer in work.timers {
-                    self.arm(timer);
-                }
-                for timer in work.schedule_timers {
-                    self.arm_schedule(timer);
-                }
-                for expansion in work.expansions {
-                    self.expand(expansion);
-                }
-                if work.outbox_changed {
-                    self.outbox.notify_one();
-                }
-                for id in work.removed_logs {
-                    self.runner.remove_log(id);
-                }
-                if let Some(step) = work.settled {
-                    let _ = self.mailbox.send(Input::Committed { step });
-                }
-                for (id, attempt) in work.ended {
-                    self.runner.release(id, attempt);
-                }
-            }
-        }
-        if work.progress_written {
-            let _ = self.mailbox.send(Input::ProgressCommitted);
-        }
-        for answer in work.answers {
-            answer.send(committed);
-        }
-        for done in work.stopped {
-            let _ = done.send(());
-        }
-    }
-
-    /// Sends the timer's input when it is due.
-    fn arm(
-        &self,
-        Timer {
-            id,
-            next_attempt,
-            due,
-        }: Timer,
-    ) {
-        let delay = (due - Utc::now()).to_std().unwrap_or_default();
-        let mailbox = self.mailbox.clone();
-        self.runtime.spawn(async move {
-            tokio::time::sleep(delay).await;
-            let _ = mailbox.send(Input::RetryDue { id, next_attempt });
-        });
-    }
-}
-
-impl Executor {
-    /// Arms a schedule's timer: at its time, the engine is told.
-    fn arm_schedule(&self, ScheduleTimer { schedule, due }: ScheduleTimer) {
-        let delay = (due - Utc::now()).to_std().unwrap_or_default();
-        let mailbox = self.mailbox.clone();
-        self.runtime.spawn(async move {
-            tokio::time::sleep(delay).await;
-            let _ = mailbox.send(Input::ScheduleDue {
-                name: schedule,
-                slot: due,
-            });
-        });
-    }
-
-    /// Expands a scheduled workflow (it reads files: off the engine's task), then hands
-    /// it to the engine.
-    fn expand(&self, expansion: Expansion) {
-        let (mailbox, expander) = (self.mailbox.clone(), self.expander.clone());
-        let permit = self.expanding.clone().try_acquire_owned();
-        self.runtime.spawn(async move {
-            let Expansion {
-                schedule,
-                slot,
-                request,
-                owner_host,
-            } = expansion;
-            let draft = match permit {
-                // Every permit is held by an expansion that does not end (a workspace
-                // that does not answer): no more threads go to it.
-                Err(_) => Err(format!(
-                    "{MAX_EXPANSIONS} expansions are still under way (does the workspace answer?)"
-                )),
-                Ok(permit) => {
-                    let expanded = tokio::task::spawn_blocking(move || {
-                        let _permit = permit;
-                        expander.expand(&request, owner_host.as_deref())
-                    });
-                    match tokio::time::timeout(EXPANSION_LIMIT, expanded).await {
-                        Ok(Ok(draft)) => draft.map(Box::new),
-                        Ok(Err(e)) => Err(format!("the expansion failed: {e}")),
-                        Err(_) => Err("the expansion took too long".into()),
-                    }
-                }
-            };
-            let fire = Command::FireSchedule {
-                name: schedule,
-                slot,
-                draft,
-            };
-            let _ = mailbox.send(Input::Request(fire));
-        });
-    }
 }
 
 /// Has the allocator give the pages of freed memory back to the system (glibc keeps

@@ -9,19 +9,21 @@
 //!   stop, retry timers, answers, logs to delete, the events in the batch to publish).
 //!   Time is passed in. Its unit tests (`state/tests/`) run in milliseconds.
 //! - [`driver`]: the tokio task that feeds it. It drains every waiting input, ends the
-//!   turn, hands the step's batch to the group committer, and carries out the effects
-//!   only once the batch is durable. Because batches commit in order, a launch that
+//!   turn, hands the step's batch to the group committer, and [`executor`] carries out
+//!   the effects only once the batch is durable. Because batches commit in order, a launch that
 //!   follows a success can never be acted on before that success is durable.
 //!
 //! [`validate`] checks a task spec on its own (dependencies are the state's business).
 
 mod driver;
 mod effects;
+mod executor;
 mod records;
 mod state;
 mod validate;
 
-pub use driver::{Engine, EngineParts, EngineStartError, Expand, Placement};
+pub use driver::{Engine, EngineParts, EngineStartError, Placement};
+pub use executor::Expand;
 pub use state::retention::{self, Keep, Rule, Selection};
 pub use state::{NodeName, NodeOffer, Nodes};
 

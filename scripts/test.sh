@@ -39,6 +39,10 @@ log=$(mktemp)
 trap './scripts/postgres.sh stop "$pg_dir"; rm -f "$log"' EXIT
 PROVISIONING_TEST_DATABASE_URL=$(./scripts/postgres.sh start "$pg_dir")
 export PROVISIONING_TEST_DATABASE_URL
+# No incremental cache (gigabytes a fresh clone never reuses); the free space is printed
+# first, so a run that fills the disk says so.
+export CARGO_INCREMENTAL=0
+df -h . | awk 'NR == 2 { print "free disk before the build: " $4 }'
 # The end-to-end tests run the binaries from the same target directory.
 cargo build --workspace --bins
 status=0

@@ -1,19 +1,21 @@
 //! Ctrl-C (SIGINT to `nu`) stops the plugin's blocking and streaming commands.
 
+use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read};
 use std::time::{Duration, Instant};
 
 use orch_e2e::{Daemon, eventually};
 
-/// How many sockets bear the daemon's socket path: its listener and each accepted
-/// connection (from /proc/net/unix).
-fn connections(daemon: &Daemon) -> usize {
+/// The inodes of the sockets that bear the daemon's socket path: its listener and each
+/// accepted connection (from /proc/net/unix, whose seventh column is the inode).
+fn connections(daemon: &Daemon) -> HashSet<String> {
     let path = daemon.socket().display().to_string();
     std::fs::read_to_string("/proc/net/unix")
         .unwrap()
         .lines()
         .filter(|line| line.ends_with(&path))
-        .count()
+        .filter_map(|line| line.split_whitespace().nth(6).map(str::to_string))
+        .collect()
 }
 
 /// Runs `command` after printing a marker, sends SIGINT once the marker is seen (and the
@@ -28,8 +30,9 @@ fn interrupt(daemon: &Daemon, command: &str) -> String {
     assert_eq!(line.trim(), "ready");
     // Interrupt only once the command is connected and blocked on the daemon.
     // Generous bounds: `nu` and the plugin start slowly on a loaded machine.
+    // A new socket, not a count: the connection of an earlier command may close meanwhile.
     eventually(Duration::from_secs(60), "the command to connect", || {
-        (connections(daemon) > before).then_some(())
+        connections(daemon).difference(&before).next().map(|_| ())
     });
     std::thread::sleep(Duration::from_millis(200));
     // SAFETY: kill(2) has no memory-safety preconditions.

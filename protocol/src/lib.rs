@@ -17,6 +17,7 @@
 //! - [`testenv`]: test environments (requests, stored records, topologies).
 //! - [`queue`]: groups, their parallel limits, and pausing the queue, a group or a task.
 //! - [`schedule`]: tasks and workflows submitted at the times of a cron pattern.
+//! - [`signal`]: the signals a running task may be sent.
 //! - [`notify`]: notifications of events to webhooks and local commands.
 //! - [`message`]: the handshake and the typed requests and responses.
 //! - [`client`]: a blocking client over a Unix socket (no async runtime, so the plugin
@@ -44,6 +45,7 @@ pub mod notify;
 pub mod paths;
 pub mod queue;
 pub mod schedule;
+pub mod signal;
 pub mod state;
 pub mod task;
 pub mod task_change;
@@ -61,6 +63,7 @@ pub use message::{ErrorKind, ErrorReply, Hello, Request, Response, Welcome};
 pub use notify::*;
 pub use queue::*;
 pub use schedule::*;
+pub use signal::{SignalError, TaskSignal};
 pub use state::*;
 pub use task::*;
 pub use task_change::*;

@@ -241,6 +241,15 @@ pub enum Request {
         /// Which task.
         id: TaskId,
     },
+    /// Send a signal to a running task's process group; what becomes of the task is up
+    /// to it. Answered by [`Response::Task`] once the request is durable (audited), before
+    /// the signal goes.
+    SignalTask {
+        /// Which task.
+        id: TaskId,
+        /// The signal.
+        signal: crate::TaskSignal,
+    },
     /// Stash, enqueue or edit a task that has not started. Answered by
     /// [`Response::Task`] once the change is durable.
     ChangeTask {

@@ -796,12 +796,14 @@ fn proc_state(pid: u32) -> char {
 }
 
 #[test]
-fn a_pause_asked_of_a_standby_stops_the_task_on_the_node_that_runs_it() {
+fn a_pause_or_signal_asked_of_a_standby_reaches_the_task_on_the_node_that_runs_it() {
     let cluster = Cluster::launch(&[], None, [&[], &["--label", "here"], &[]]);
     let standby = cluster.nodes[2].nu();
     let pid_file = cluster.nodes[1].dir().join("pid");
+    let got = cluster.nodes[1].dir().join("got");
     let script = format!(
-        "orch submit --group deploy --on here -- sh -c 'echo $$ > {}; while true; do sleep 0.1; done' | get id",
+        "orch submit --group deploy --on here -- sh -c \"trap 'echo usr1 >> {}' USR1; echo $$ > {}; while true; do sleep 0.1; done\" | get id",
+        got.display(),
         pid_file.display()
     );
     standby.run("orch group add deploy --parallel 1 | ignore");
@@ -829,6 +831,21 @@ fn a_pause_asked_of_a_standby_stops_the_task_on_the_node_that_runs_it() {
     eventually(Duration::from_secs(10), "running again on n2", || {
         (proc_state(pid) != 'T').then_some(())
     });
+    // Signals asked of the standby reach the task on n2, each once, in order.
+    let received = || {
+        std::fs::read_to_string(&got)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    for n in 1..=2 {
+        standby.run(&format!("orch kill {id} --signal USR1 | ignore"));
+        eventually(Duration::from_secs(10), "n2 passes the signal on", || {
+            (received() == n).then_some(())
+        });
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(received(), 2, "no signal goes twice");
     standby.run(&format!("orch cancel {id} | ignore"));
 }
 

@@ -100,6 +100,7 @@ pub async fn start(
         node,
         runner: runner.with_reports(reports_to),
         launched: HashMap::new(),
+        signalled: HashMap::new(),
         pending: Vec::new(),
         progress: HashMap::new(),
         progress_written: tokio::time::Instant::now(),
@@ -119,6 +120,8 @@ struct Worker {
     /// The attempts handed to the supervisor whose outcomes are not written yet, with the
     /// steering of each (its stop and pause).
     launched: HashMap<(TaskId, u32), Steering>,
+    /// How many of each launched attempt's signals (its row's list) were passed on.
+    signalled: HashMap<(TaskId, u32), usize>,
     /// Outcomes to write into their placements.
     pending: Vec<(TaskId, u32, NodeOutcome)>,
     /// The latest progress of running attempts, not written yet.
@@ -137,11 +140,20 @@ impl Worker {
             .map(|r| (r.id, r.attempt))
             .collect();
         let adopted = self.runner.take_over(&ours).await?;
+        // The signals asked for before this instance started went to the earlier one
+        // (or were lost with it): none is sent twice.
+        let signalled: HashMap<(TaskId, u32), usize> = rows
+            .iter()
+            .map(|r| ((r.id, r.attempt), r.signals.len()))
+            .collect();
         let adopted_keys: HashSet<(TaskId, u32)> =
             adopted.iter().map(|a| (a.id, a.attempt)).collect();
         for a in adopted {
-            let steering = Steering::of(a.token, a.paused);
-            self.launched.insert((a.id, a.attempt), steering);
+            let key = (a.id, a.attempt);
+            let steering = Steering::of(a.token, a.paused, a.signals);
+            self.launched.insert(key, steering);
+            self.signalled
+                .insert(key, signalled.get(&key).copied().unwrap_or_default());
         }
         let lost: Vec<(TaskId, u32)> = ours
             .into_iter()
@@ -308,6 +320,7 @@ impl Worker {
                 );
             }
             self.launched.remove(&key);
+            self.signalled.remove(&key);
             self.runner.release(id, attempt);
         }
     }
@@ -338,7 +351,14 @@ impl Worker {
             let mine = row.launched_by.as_deref() == Some(self.node.instance.as_str());
             match self.launched.get(&key) {
                 Some(steering) if row.stop => steering.token.cancel(),
-                Some(steering) => steering.set_paused(row.paused),
+                Some(steering) => {
+                    steering.set_paused(row.paused);
+                    let passed = self.signalled.entry(key).or_default();
+                    for signal in row.signals.iter().skip(*passed) {
+                        steering.signal(*signal);
+                    }
+                    *passed = (*passed).max(row.signals.len());
+                }
                 // Noted by this instance, but the answer was lost: noting it again is
                 // harmless, and it never reached the supervisor.
                 None if row.launched_by.is_none() || mine => new.push(row),
@@ -376,19 +396,25 @@ impl Worker {
                     continue;
                 }
             };
-            let (steering, paused) = Steering::new();
+            let (steering, (paused, signals)) = Steering::new();
             if row.stop {
                 steering.token.cancel();
             }
             steering.set_paused(row.paused);
+            for signal in &row.signals {
+                steering.signal(*signal);
+            }
             let token = steering.token.clone();
             self.launched.insert((row.id, row.attempt), steering);
+            self.signalled
+                .insert((row.id, row.attempt), row.signals.len());
             let launch = Launch {
                 id: row.id,
                 attempt: row.attempt,
                 spec,
                 token,
                 paused,
+                signals,
             };
             self.runner.launch(&runtime, launch);
         }

@@ -215,7 +215,7 @@ impl Engine {
     fn prepare(&mut self, batch: &mut WriteBatch, effects: Effects) -> Work {
         let mut launches = Vec::new();
         for start in effects.launches {
-            let (steering, paused) = Steering::new();
+            let (steering, (paused, signals)) = Steering::new();
             let token = steering.token.clone();
             self.attempts
                 .insert(start.id, (start.attempt, Arc::new(steering)));
@@ -232,6 +232,7 @@ impl Engine {
                     spec: start.spec,
                     token,
                     paused,
+                    signals,
                 }),
             }
         }
@@ -252,6 +253,15 @@ impl Engine {
                 None => {}
             }
         }
+        let mut signals = Vec::new();
+        for (id, attempt, signal) in effects.signals {
+            match self.attempts.get(&id) {
+                Some((running, _)) if *running != attempt => {} // a later attempt's
+                Some(_) if self.placed => batch.placements.signals.push((id, attempt, signal)),
+                Some((_, steering)) => signals.push((steering.clone(), signal)),
+                None => {}
+            }
+        }
         let mut ended = std::mem::take(&mut self.ended);
         if self.placed {
             batch.placements.done.append(&mut ended);
@@ -261,6 +271,7 @@ impl Engine {
             launches,
             stops,
             pauses,
+            signals,
             timers: effects.timers,
             schedule_timers: effects.schedule_timers,
             expansions: effects.expansions,
@@ -301,7 +312,7 @@ async fn adopt_supervised(
     crate::orphans::kill_leftovers(runner.data_dir(), &interrupted);
     let nodes = adopted.iter().map(|a| (a.id, here.clone())).collect();
     let attempts = adopted.into_iter().map(|a| {
-        let steering = Arc::new(Steering::of(a.token, a.paused));
+        let steering = Arc::new(Steering::of(a.token, a.paused, a.signals));
         (a.id, (a.attempt, steering))
     });
     Ok((nodes, attempts.collect(), Vec::new()))

@@ -31,8 +31,8 @@ use std::collections::HashSet;
 
 use orch_protocol::{
     Actor, ErrorReply, Notifier, NotifierChange, NotifierSpec, OutboxEntry, QueueChange, QueueView,
-    Schedule, ScheduleChange, ScheduleSpec, Task, TaskChange, TaskId, TaskSpec, TestEnv,
-    WorkflowId, WorkflowSummary,
+    Schedule, ScheduleChange, ScheduleSpec, Task, TaskChange, TaskId, TaskSignal, TaskSpec,
+    TestEnv, WorkflowId, WorkflowSummary,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -170,6 +170,17 @@ pub enum Command {
         /// Which.
         id: TaskId,
         /// Answered once the resume is durable.
+        reply: Reply<Task>,
+    },
+    /// Send a signal to a running task's processes.
+    SignalTask {
+        /// Who asked.
+        actor: Actor,
+        /// Which.
+        id: TaskId,
+        /// The signal.
+        signal: TaskSignal,
+        /// Answered once the request is durable (audited), before the signal goes.
         reply: Reply<Task>,
     },
     /// Create a checked workflow and its step tasks.

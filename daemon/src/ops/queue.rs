@@ -1,7 +1,9 @@
 //! The queue's controls: groups, their parallel limits, and pausing and resuming the
 //! queue, a group or a running task. Changes are answered once they are durable.
 
-use orch_protocol::{Actor, GroupView, QueueChange, QueueView, Task, TaskId, TaskState};
+use orch_protocol::{
+    Actor, GroupView, QueueChange, QueueView, Task, TaskId, TaskSignal, TaskState,
+};
 
 use super::{AppError, Context};
 use crate::engine::Command;
@@ -57,4 +59,20 @@ pub async fn pause_task(ctx: &Context, actor: Actor, id: TaskId) -> Result<Task,
 pub async fn resume_task(ctx: &Context, actor: Actor, id: TaskId) -> Result<Task, AppError> {
     let resume = |reply| Command::ResumeTask { actor, id, reply };
     Ok(ctx.engine.request(resume).await?)
+}
+
+/// `SignalTask`: sends a signal to a running task's processes, once audited.
+pub async fn signal_task(
+    ctx: &Context,
+    actor: Actor,
+    id: TaskId,
+    signal: TaskSignal,
+) -> Result<Task, AppError> {
+    let send = |reply| Command::SignalTask {
+        actor,
+        id,
+        signal,
+        reply,
+    };
+    Ok(ctx.engine.request(send).await?)
 }

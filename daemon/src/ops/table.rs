@@ -92,6 +92,7 @@ pub const OPERATIONS: &[Operation] = &[
     op("tasks.wait", Some(K::Wait), Needs(Viewer), &[]),
     op("tasks.pause", Some(K::PauseTask), Needs(Operator), &[]),
     op("tasks.resume", Some(K::ResumeTask), Needs(Operator), &[]),
+    op("tasks.signal", Some(K::SignalTask), Needs(Operator), &[]),
     op(
         "schedules.add",
         Some(K::ScheduleAdd),
@@ -444,6 +445,7 @@ const FORWARDED: &[&str] = &[
     "tasks.clean",
     "tasks.pause",
     "tasks.resume",
+    "tasks.signal",
     "queue.change",
     "schedules.add",
     "schedules.change",

@@ -15,7 +15,9 @@
 //!
 //! A timeout or a cancel stops the whole process group: SIGTERM (and SIGCONT, so that a
 //! paused group receives it), then SIGKILL after a grace period. A pause stops the group
-//! with SIGSTOP until it is resumed (SIGCONT); its timeout keeps counting meanwhile.
+//! with SIGSTOP until it is resumed (SIGCONT); its timeout keeps counting meanwhile. A
+//! signal asked for (`orch kill --signal`) goes to the group as long as its leader has
+//! not been reaped.
 
 mod log;
 mod params;
@@ -32,7 +34,7 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use orch_protocol::{AttemptOutcome, Progress, TaskId, TaskKind, TaskSpec};
+use orch_protocol::{AttemptOutcome, Progress, TaskId, TaskKind, TaskSignal, TaskSpec};
 use tokio::process::Child;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -59,6 +61,8 @@ pub struct Launch {
     pub token: CancellationToken,
     /// True while the attempt is to be paused (its process group stopped).
     pub paused: watch::Receiver<bool>,
+    /// Signals for its process group.
+    pub signals: mpsc::UnboundedReceiver<TaskSignal>,
 }
 
 /// How the daemon steers an attempt it launched: its cancel, and whether it is paused.
@@ -67,34 +71,46 @@ pub struct Steering {
     pub token: CancellationToken,
     /// True while the attempt is to be paused.
     paused: watch::Sender<bool>,
+    /// Signals for its process group.
+    signals: mpsc::UnboundedSender<TaskSignal>,
     /// An adopted attempt's: whatever it is, its first value is passed on (its processes
     /// may be stopped or not whatever the daemon last asked).
     unsure: std::sync::atomic::AtomicBool,
 }
 
 impl Steering {
-    /// A new attempt's steering (running, not paused) and the launch's end of it.
-    pub fn new() -> (Steering, watch::Receiver<bool>) {
-        let (paused, receiver) = watch::channel(false);
-        let token = CancellationToken::new();
-        let unsure = false.into();
+    /// A new attempt's steering (running, not paused) and the launch's end of it: its
+    /// pause and its signals.
+    pub fn new() -> (Steering, Steered) {
+        let (paused, paused_rx) = watch::channel(false);
+        let (signals, signals_rx) = mpsc::unbounded_channel();
         let steering = Steering {
-            token,
+            token: CancellationToken::new(),
             paused,
-            unsure,
+            signals,
+            unsure: false.into(),
         };
-        (steering, receiver)
+        (steering, (paused_rx, signals_rx))
     }
 
     /// An adopted attempt's steering: its first [`Self::set_paused`] is passed on even if
     /// it says what the steering says already.
-    pub fn of(token: CancellationToken, paused: watch::Sender<bool>) -> Steering {
-        let unsure = true.into();
+    pub fn of(
+        token: CancellationToken,
+        paused: watch::Sender<bool>,
+        signals: mpsc::UnboundedSender<TaskSignal>,
+    ) -> Steering {
         Steering {
             token,
             paused,
-            unsure,
+            signals,
+            unsure: true.into(),
         }
+    }
+
+    /// Sends `signal` to the attempt's process group (nothing once it has ended).
+    pub fn signal(&self, signal: TaskSignal) {
+        let _ = self.signals.send(signal);
     }
 
     /// Pauses (`true`) or resumes the attempt; nothing is sent when it is so already
@@ -108,6 +124,9 @@ impl Steering {
             .send_if_modified(|now| std::mem::replace(now, paused) != paused);
     }
 }
+
+/// The launch's end of a [`Steering`]: whether it is paused, and its signals.
+pub type Steered = (watch::Receiver<bool>, mpsc::UnboundedReceiver<TaskSignal>);
 
 /// What the runner says about an attempt.
 #[derive(Debug, Clone, PartialEq)]
@@ -297,7 +316,7 @@ impl Runner {
 
     /// Runs the attempt to its end; `Err` with the reason when it could not start for
     /// lack of system resources.
-    async fn run(&self, launch: Launch) -> Result<AttemptOutcome, String> {
+    async fn run(&self, mut launch: Launch) -> Result<AttemptOutcome, String> {
         if launch.token.is_cancelled() {
             return Ok(AttemptOutcome::Cancelled);
         }
@@ -316,7 +335,7 @@ impl Runner {
         let progress = Some(self.reporter(&launch));
         let mut out = tokio::spawn(pump_output(stdout, log.clone(), progress));
         let mut err = tokio::spawn(pump_output(stderr, log, None));
-        let outcome = supervise(&mut child, &launch).await;
+        let outcome = supervise(&mut child, &mut launch).await;
         // Output after the process ended is still logged, for a short while; a background
         // child that keeps the pipes open is not followed further (its output is dropped,
         // and the pipes are closed on our side).
@@ -402,8 +421,8 @@ impl Runner {
 }
 
 /// Waits for the process, its timeout, or a cancel, whichever comes first; pauses and
-/// resumes its process group as `launch.paused` says meanwhile.
-async fn supervise(child: &mut Child, launch: &Launch) -> AttemptOutcome {
+/// resumes its process group as `launch.paused` says meanwhile, and passes signals on.
+async fn supervise(child: &mut Child, launch: &mut Launch) -> AttemptOutcome {
     let timeout_ms = launch.spec.timeout_ms;
     let timeout = async {
         match timeout_ms {
@@ -414,6 +433,7 @@ async fn supervise(child: &mut Child, launch: &Launch) -> AttemptOutcome {
     tokio::pin!(timeout);
     let mut paused = launch.paused.clone();
     let mut pause_open = true;
+    let mut signals_open = true;
     if *paused.borrow_and_update() {
         pause_group(child, true);
     }
@@ -435,6 +455,14 @@ async fn supervise(child: &mut Child, launch: &Launch) -> AttemptOutcome {
                 Ok(()) => pause_group(child, *paused.borrow_and_update()),
                 Err(_) => pause_open = false, // no one steers it any more
             },
+            signal = launch.signals.recv(), if signals_open => match signal {
+                // `id` is None once the process is reaped: its group id may be reused.
+                Some(signal) => if let Some(pid) = child.id() {
+                    tracing::info!(task = launch.id, attempt = launch.attempt, %signal, "signalling a task");
+                    signal_group(pid, signal_number(signal));
+                },
+                None => signals_open = false,
+            },
         }
     }
 }
@@ -443,6 +471,21 @@ async fn supervise(child: &mut Child, launch: &Launch) -> AttemptOutcome {
 fn pause_group(child: &Child, paused: bool) {
     if let Some(pid) = child.id() {
         signal_group(pid, if paused { libc::SIGSTOP } else { libc::SIGCONT });
+    }
+}
+
+/// `signal`'s number on this system.
+fn signal_number(signal: TaskSignal) -> libc::c_int {
+    match signal {
+        TaskSignal::Hup => libc::SIGHUP,
+        TaskSignal::Int => libc::SIGINT,
+        TaskSignal::Quit => libc::SIGQUIT,
+        TaskSignal::Kill => libc::SIGKILL,
+        TaskSignal::Usr1 => libc::SIGUSR1,
+        TaskSignal::Usr2 => libc::SIGUSR2,
+        TaskSignal::Alrm => libc::SIGALRM,
+        TaskSignal::Term => libc::SIGTERM,
+        TaskSignal::Winch => libc::SIGWINCH,
     }
 }
 

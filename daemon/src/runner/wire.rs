@@ -17,14 +17,14 @@
 
 use std::path::{Path, PathBuf};
 
-use orch_protocol::{AttemptOutcome, Progress, TaskId, TaskSpec};
+use orch_protocol::{AttemptOutcome, Progress, TaskId, TaskSignal, TaskSpec};
 use serde::{Deserialize, Serialize};
 
 use super::{ReportKind, RunnerConfig};
 
 /// The version of the messages below; a daemon refuses a supervisor that speaks another.
-/// Version 2 added [`ToSupervisor::Pause`].
-pub(super) const PROTOCOL: u32 = 2;
+/// Version 2 added [`ToSupervisor::Pause`], 3 [`ToSupervisor::Signal`].
+pub(super) const PROTOCOL: u32 = 3;
 
 /// The line a new supervisor prints on its standard output once its socket listens.
 pub(super) const READY: &str = "ready";
@@ -64,6 +64,15 @@ pub(super) enum ToSupervisor {
         attempt: u32,
         /// Paused (true) or running (false).
         paused: bool,
+    },
+    /// Send a signal to the attempt's process group.
+    Signal {
+        /// The task.
+        id: TaskId,
+        /// Which attempt.
+        attempt: u32,
+        /// The signal.
+        signal: TaskSignal,
     },
     /// Stop an attempt the store does not know, and forget it (no outcome).
     Discard {

@@ -148,6 +148,9 @@ pub async fn dispatch(
             .map(Response::Queue),
         Request::PauseTask { id } => ops::queue::pause_task(ctx, actor, id).await.map(task),
         Request::ResumeTask { id } => ops::queue::resume_task(ctx, actor, id).await.map(task),
+        Request::SignalTask { id, signal } => ops::queue::signal_task(ctx, actor, id, signal)
+            .await
+            .map(task),
         Request::ScheduleAdd { schedule } => {
             ops::schedules::add(ctx, actor, conn.submitter, schedule)
                 .await

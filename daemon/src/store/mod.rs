@@ -13,8 +13,8 @@ pub mod postgres;
 pub mod redb;
 
 use orch_protocol::{
-    Event, Notifier, OutboxEntry, QueueControls, Schedule, Task, TaskFilter, TaskId, TaskStatus,
-    TestEnv, Workflow, WorkflowId,
+    Event, Notifier, OutboxEntry, QueueControls, Schedule, Task, TaskFilter, TaskId, TaskSignal,
+    TaskStatus, TestEnv, Workflow, WorkflowId,
 };
 
 use crate::audit::AuditRecord;
@@ -150,6 +150,8 @@ pub struct PlacementWrites {
     /// Attempts to pause (`true`: SIGSTOP) or resume (`false`: SIGCONT), as
     /// `(task, attempt, paused)`.
     pub pauses: Vec<(TaskId, u32, bool)>,
+    /// Signals for attempts' process groups, as `(task, attempt, signal)`, in order.
+    pub signals: Vec<(TaskId, u32, TaskSignal)>,
     /// Attempts whose end the batch records, as `(task, attempt)`: their rows go.
     pub done: Vec<(TaskId, u32)>,
 }
@@ -160,7 +162,24 @@ impl PlacementWrites {
         self.placed.is_empty()
             && self.stops.is_empty()
             && self.pauses.is_empty()
+            && self.signals.is_empty()
             && self.done.is_empty()
+    }
+
+    /// Adds `other`'s writes after these (every field named, so that none is forgotten).
+    fn append(&mut self, other: PlacementWrites) {
+        let PlacementWrites {
+            placed,
+            stops,
+            pauses,
+            signals,
+            done,
+        } = other;
+        self.placed.extend(placed);
+        self.stops.extend(stops);
+        self.pauses.extend(pauses);
+        self.signals.extend(signals);
+        self.done.extend(done);
     }
 }
 
@@ -192,9 +211,7 @@ impl WriteBatch {
             .max(other.events_removed_through);
         self.ids_used_through = self.ids_used_through.max(other.ids_used_through);
         self.migration_underway = other.migration_underway.or(self.migration_underway);
-        self.placements.placed.extend(other.placements.placed);
-        self.placements.stops.extend(other.placements.stops);
-        self.placements.pauses.extend(other.placements.pauses);
+        self.placements.append(other.placements);
         self.controls = other.controls.or(self.controls.take());
         // Records by name: a later batch's removal cancels an earlier write, a later write
         // an earlier removal (the stores apply writes before removals).
@@ -220,7 +237,6 @@ impl WriteBatch {
         for entry in other.outbox {
             self.put_outbox(entry);
         }
-        self.placements.done.extend(other.placements.done);
     }
 
     /// Writes `schedule` (by name), in place of a removal of it earlier in the batch.

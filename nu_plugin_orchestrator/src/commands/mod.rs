@@ -30,6 +30,7 @@ mod group_list;
 mod group_remove;
 mod health;
 mod help;
+mod kill;
 pub mod logs;
 mod notify;
 mod parallel;
@@ -75,6 +76,7 @@ pub fn all() -> Vec<Box<dyn PluginCommand<Plugin = OrchestratorPlugin>>> {
         Box::new(task::TASK),
         Box::new(wait::Wait),
         Box::new(cancel::CANCEL),
+        Box::new(kill::Kill),
         Box::new(retry::RETRY),
         Box::new(resubmit::Resubmit),
         Box::new(stash::STASH),

@@ -20,6 +20,9 @@ use orch_protocol::{
 use super::queue::ReadyQueue;
 use super::{EngineState, Outcome, Reply, conflict};
 
+/// What a pause or resume of a task that is not running can do instead.
+const PAUSE_HINT: &str = " (`orch pause --group` holds the queued tasks of a group)";
+
 impl EngineState {
     /// The group `spec` runs in now: its own while it exists, else the default group.
     pub(super) fn group_of(&self, spec: &TaskSpec) -> Arc<str> {
@@ -310,7 +313,7 @@ impl EngineState {
 
     /// Pauses running task `id` (its processes get SIGSTOP).
     pub(super) fn pause_task(&mut self, id: TaskId, reply: Reply<Task>) -> Outcome {
-        if let Err(error) = self.steerable(id, "paused") {
+        if let Err(error) = self.steerable(id, "paused", PAUSE_HINT) {
             return self.refuse(reply, error);
         }
         let outcome = if self.is_paused(id) {
@@ -326,7 +329,7 @@ impl EngineState {
 
     /// Resumes paused task `id` (its processes get SIGCONT).
     pub(super) fn resume_task(&mut self, id: TaskId, reply: Reply<Task>) -> Outcome {
-        if let Err(error) = self.steerable(id, "resumed") {
+        if let Err(error) = self.steerable(id, "resumed", PAUSE_HINT) {
             return self.refuse(reply, error);
         }
         let outcome = if self.is_paused(id) {
@@ -340,8 +343,15 @@ impl EngineState {
         Ok(outcome)
     }
 
-    /// Refuses a pause or resume of `id` unless it runs and is not being stopped.
-    fn steerable(&mut self, id: TaskId, what: &str) -> Result<(), ErrorReply> {
+    /// Refuses a request about the processes of `id` (a pause, a resume, a signal)
+    /// unless it runs and is not being stopped (`what` says what the request does to it, `hint` what to do instead of it for a
+    /// task that is not running.)
+    pub(super) fn steerable(
+        &mut self,
+        id: TaskId,
+        what: &str,
+        hint: &str,
+    ) -> Result<(), ErrorReply> {
         if !self.hold(id) {
             return Err(ErrorReply::field(
                 ErrorKind::NotFound,
@@ -352,7 +362,7 @@ impl EngineState {
         let status = self.tasks[&id].state.status();
         match self.running.get(&id) {
             None => Err(conflict(format!(
-                "task {id} is {}: only a running task is {what} (`orch pause --group` holds the queued tasks of a group)",
+                "task {id} is {}: only a running task is {what}{hint}",
                 status.as_str()
             ))),
             Some(r) if r.stop.is_some() => Err(conflict(format!(

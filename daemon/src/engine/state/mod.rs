@@ -34,6 +34,7 @@ mod recovery;
 mod requests;
 pub mod retention;
 mod schedules;
+mod signals;
 mod stash;
 mod transitions;
 mod workflow_advance;
@@ -362,6 +363,12 @@ impl EngineState {
                 let outcome = self.resume_task(id, reply);
                 self.audit_on(actor, "resume", id, outcome);
             }
+            Command::SignalTask {
+                actor,
+                id,
+                signal,
+                reply,
+            } => self.signal_task(actor, id, signal, reply),
             Command::Shutdown {
                 done,
                 leave_running,

@@ -16,13 +16,13 @@ mod link;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
 
-use orch_protocol::{AttemptOutcome, TaskId};
-use tokio::sync::watch;
+use orch_protocol::{AttemptOutcome, TaskId, TaskSignal};
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::log::lock;
 use super::wire::{self, AttemptKey, Hello, SupervisorDir, ToSupervisor};
-use super::{Launch, ReportKind, Reporter, Runner, StartError};
+use super::{Launch, ReportKind, Reporter, Runner, StartError, Steered};
 use link::{Link, line_of};
 
 /// An attempt left running (or ended) under the supervisor, which this daemon now
@@ -36,6 +36,8 @@ pub struct Adopted {
     pub token: CancellationToken,
     /// Set to true to pause it, to false to resume it.
     pub paused: watch::Sender<bool>,
+    /// Signals for its process group.
+    pub signals: mpsc::UnboundedSender<TaskSignal>,
     /// False for an attempt the previous daemon recorded as running but died before
     /// handing to the supervisor (which lived all along and never heard of it): it is
     /// reported as not started, and is tried again without using an attempt; the
@@ -135,20 +137,21 @@ impl Runner {
         }
         // The launch goes first: the follower may pass a pause on at once.
         let _ = link.to.send(line);
-        let follower = self.follower(&link, key, reporter, launch.token, launch.paused);
+        let steered = (launch.paused, launch.signals);
+        let follower = self.follower(&link, key, reporter, launch.token, steered);
         state.followers.insert(key, follower);
     }
 
     /// A follower of attempt `key` on `link`, whose cancel goes to the supervisor once
-    /// `token` is cancelled, and each change of `paused` (the current value first, when
-    /// it is a pause).
+    /// `token` is cancelled, and each change of its pause (the current value first, when
+    /// it is a pause) and each signal.
     fn follower(
         &self,
         link: &Link,
         key: AttemptKey,
         reporter: Reporter,
         token: CancellationToken,
-        mut paused: watch::Receiver<bool>,
+        (mut paused, mut signals): Steered,
     ) -> Follower {
         let to = link.clone();
         let watcher = tokio::spawn(async move {
@@ -161,6 +164,7 @@ impl Runner {
             if *paused.borrow_and_update() {
                 to.send(&pause(true));
             }
+            let mut signals_open = true;
             loop {
                 tokio::select! {
                     () = token.cancelled() => break,
@@ -170,6 +174,10 @@ impl Runner {
                             token.cancelled().await;
                             break;
                         }
+                    },
+                    signal = signals.recv(), if signals_open => match signal {
+                        Some(signal) => to.send(&ToSupervisor::Signal { id, attempt, signal }),
+                        None => signals_open = false,
                     },
                 }
             }
@@ -218,13 +226,15 @@ impl Runner {
             };
             let token = CancellationToken::new();
             let (paused, paused_rx) = watch::channel(false);
+            let (signals, signals_rx) = mpsc::unbounded_channel();
             let launched = if let Some(ended) = ended.remove(&key) {
                 tracing::info!(task = id, attempt, outcome = ?ended.outcome, at_ms = ended.at_ms, "collected an attempt that ended while the daemon was down");
                 reporter.send(ended.report());
                 true
             } else if alive.remove(&key) {
                 tracing::info!(task = id, attempt, "re-attached to a running attempt");
-                let follower = self.follower(&link, key, reporter, token.clone(), paused_rx);
+                let steered = (paused_rx, signals_rx);
+                let follower = self.follower(&link, key, reporter, token.clone(), steered);
                 self.supervision.state().followers.insert(key, follower);
                 true
             } else if !hello.fresh {
@@ -244,6 +254,7 @@ impl Runner {
                 attempt,
                 token,
                 paused,
+                signals,
                 launched,
             });
         }

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use orch_protocol::TaskSignal;
 use tokio::io::AsyncWriteExt as _;
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::{mpsc, watch};
@@ -33,6 +34,8 @@ enum Held {
         token: CancellationToken,
         /// True while it is to be paused.
         paused: watch::Sender<bool>,
+        /// Signals for its process group.
+        signals: mpsc::UnboundedSender<TaskSignal>,
         discard: bool,
         /// When it was launched (the monotonic clock, in ms).
         launched_ms: u64,
@@ -185,6 +188,15 @@ impl Supervisor {
                     paused.send_replace(wanted);
                 }
             }
+            ToSupervisor::Signal {
+                id,
+                attempt,
+                signal,
+            } => {
+                if let Some(Held::Running { signals, .. }) = self.held.get(&(id, attempt)) {
+                    let _ = signals.send(signal);
+                }
+            }
             ToSupervisor::Discard { id, attempt } => {
                 if let Some(Held::Running { token, discard, .. }) =
                     self.held.get_mut(&(id, attempt))
@@ -229,11 +241,13 @@ impl Supervisor {
             token.cancel();
         }
         let (paused, paused_rx) = watch::channel(false);
+        let (signals, signals_rx) = mpsc::unbounded_channel();
         self.held.insert(
             key,
             Held::Running {
                 token: token.clone(),
                 paused,
+                signals,
                 discard: self.orphaned,
                 launched_ms: monotonic_ms(),
             },
@@ -246,6 +260,7 @@ impl Supervisor {
             spec,
             token,
             paused: paused_rx,
+            signals: signals_rx,
         };
         let ended = self.ended_tx.clone();
         tokio::spawn(async move {

@@ -14,7 +14,7 @@
 
 use std::collections::HashSet;
 
-use orch_protocol::TaskId;
+use orch_protocol::{TaskId, TaskSignal};
 
 use super::bridge::pg;
 use super::codec::{signed, unsigned};
@@ -44,6 +44,9 @@ pub struct NodeAttempt {
     pub stop: bool,
     /// The leader asked for it to be paused (until this is false again).
     pub paused: bool,
+    /// The signals the leader asked for, in order (names the node cannot read are left
+    /// out).
+    pub signals: Vec<TaskSignal>,
     /// The worker instance that started it, if one did.
     pub launched_by: Option<String>,
 }
@@ -82,6 +85,7 @@ pub(super) struct PlacementRows {
     placed: (Vec<i64>, Vec<i32>, Vec<String>, Vec<String>),
     stops: (Vec<i64>, Vec<i32>),
     pauses: (Vec<i64>, Vec<i32>, Vec<bool>),
+    signals: (Vec<i64>, Vec<i32>, Vec<&'static str>),
     done: (Vec<i64>, Vec<i32>),
 }
 
@@ -101,10 +105,17 @@ impl PlacementRows {
             pauses.1.push(attempt_column(*attempt));
             pauses.2.push(*paused);
         }
+        let mut signals = (Vec::new(), Vec::new(), Vec::new());
+        for (id, attempt, signal) in &writes.signals {
+            signals.0.push(signed("task", *id)?);
+            signals.1.push(attempt_column(*attempt));
+            signals.2.push(signal.name());
+        }
         Ok(PlacementRows {
             placed,
             stops: key_columns(&writes.stops)?,
             pauses,
+            signals,
             done: key_columns(&writes.done)?,
         })
     }
@@ -148,10 +159,28 @@ impl PlacementRows {
                 vec![&q.0, &q.1, &q.2],
             );
         }
-        if !p.0.is_empty() || !self.stops.0.is_empty() || !q.0.is_empty() {
+        let g = &self.signals;
+        if !g.0.is_empty() {
+            // In order: each attempt's signals appended as they were asked for.
+            steps.push(
+                "UPDATE cluster_attempts AS c SET signals = c.signals || s.signals
+                 FROM (SELECT task_id, attempt, array_agg(signal ORDER BY n) AS signals
+                       FROM UNNEST($1::int8[], $2::int4[], $3::text[]) WITH ORDINALITY
+                            AS u(task_id, attempt, signal, n)
+                       GROUP BY task_id, attempt) AS s
+                 WHERE c.task_id = s.task_id AND c.attempt = s.attempt",
+                vec![&g.0, &g.1, &g.2],
+            );
+        }
+        if !p.0.is_empty() || !self.stops.0.is_empty() || !q.0.is_empty() || !g.0.is_empty() {
             steps.push("SELECT pg_notify($1, '')", vec![&ATTEMPTS_CHANNEL]);
         }
     }
+}
+
+/// The `signals` column as signals (a name this binary does not know is left out).
+fn signals_of(names: Vec<String>) -> Vec<TaskSignal> {
+    names.iter().filter_map(|name| name.parse().ok()).collect()
 }
 
 /// An attempt number as the `integer` column.
@@ -243,7 +272,7 @@ impl PostgresStore {
         self.read(|conn| async move {
             let rows = conn
                 .query(
-                    "SELECT task_id, attempt, spec, stop, launched_by, paused FROM cluster_attempts
+                    "SELECT task_id, attempt, spec, stop, launched_by, paused, signals FROM cluster_attempts
                      WHERE node = $1 AND outcome IS NULL ORDER BY task_id",
                     &[&node],
                 )
@@ -257,6 +286,7 @@ impl PostgresStore {
                     stop: row.try_get(3).map_err(pg)?,
                     launched_by: row.try_get(4).map_err(pg)?,
                     paused: row.try_get(5).map_err(pg)?,
+                    signals: signals_of(row.try_get(6).map_err(pg)?),
                 });
             }
             Ok(attempts)

@@ -133,6 +133,9 @@ const MIGRATIONS: &[&str] = &[
     // 7: stashed tasks (status code 9): no table changes, but records a daemon of an
     // earlier version cannot read; the version makes it refuse the store.
     "SELECT 1;",
+    // 8: signals for a placed attempt's process group (`orch kill --signal`), by name, in
+    // the order they were asked for; its node passes on those it has not yet.
+    "ALTER TABLE cluster_attempts ADD COLUMN signals text[] NOT NULL DEFAULT '{}';",
 ];
 
 /// The schema version this binary writes.

@@ -25,6 +25,7 @@ mod retention;
 mod retries;
 mod rollbacks;
 mod schedules;
+mod signals;
 mod stashing;
 mod stopping;
 mod workflow_runs;

@@ -31,6 +31,11 @@ if ! python3 -c 'import moto.server, boto3' 2>/dev/null; then
     python3 -m pip install --quiet --break-system-packages 'moto[server]'
   python3 -c 'import moto.server, boto3' || { echo "moto[server] installed but not importable" >&2; exit 1; }
 fi
+# `orch daemon install`'s unit is checked by systemd's own `systemd-analyze verify`.
+if ! command -v systemd-analyze >/dev/null 2>&1; then
+  apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >&2
+fi
 # The PostgreSQL store is tested against a real server of the run's own (PostgreSQL 15
 # from the distribution, installed when missing), stopped and removed when the run ends;
 # each test makes a database of its own on it.

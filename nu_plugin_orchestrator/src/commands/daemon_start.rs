@@ -38,44 +38,8 @@ impl SimplePluginCommand for DaemonStart {
     }
 
     fn signature(&self) -> Signature {
-        Signature::build(self.name())
+        daemon_flags(Signature::build(self.name()))
             .input_output_type(Type::Nothing, Type::record())
-            .named(
-                "data-dir",
-                SyntaxShape::Directory,
-                "Where the daemon keeps its database and logs.",
-                Some('d'),
-            )
-            .named(
-                "parallel",
-                SyntaxShape::Int,
-                "How many tasks may run at once (default 8).",
-                Some('j'),
-            )
-            .named(
-                "binary",
-                SyntaxShape::Filepath,
-                "The provisioning-orchestrator binary to run.",
-                None,
-            )
-            .named(
-                "retain-finished",
-                SyntaxShape::String,
-                "Remove finished tasks and workflows (with their logs) this long after they finished, such as 30d, or never (the default).",
-                None,
-            )
-            .named(
-                "retain-label",
-                SyntaxShape::Any,
-                "A retention for one label, LABEL=RETENTION such as servers=90d (or a list of them).",
-                None,
-            )
-            .named(
-                "retain-events",
-                SyntaxShape::String,
-                "Remove events this long after they were logged, such as 7d, or never (the default).",
-                None,
-            )
             .named(
                 "wait",
                 SyntaxShape::Duration,
@@ -116,52 +80,133 @@ impl SimplePluginCommand for DaemonStart {
         if is_running(engine) {
             return status(plugin, engine, head);
         }
-        let cwd = PathBuf::from(engine.get_current_dir()?);
-        let data_dir = match optional_flag::<String>(call, "data-dir")? {
-            Some(dir) => cwd.join(dir),
-            None => paths::default_data_dir(),
-        };
-        // Owner-only: the store holds every task's parameters.
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&data_dir)
-            .map_err(|e| {
-                LabeledError::new("cannot create the data directory")
-                    .with_label(format!("{}: {e}", data_dir.display()), head)
-            })?;
-        let binary = match optional_flag::<String>(call, "binary")? {
-            Some(path) => cwd.join(path),
-            None => default_binary(),
-        };
-        let mut command = Command::new(&binary);
-        command
-            .arg("--quiet")
-            .arg("--data-dir")
-            .arg(&data_dir)
-            .arg("--socket")
-            .arg(socket_path(engine));
-        if let Some(n) = optional_flag::<i64>(call, "parallel")? {
-            command.arg("--parallel").arg(n.to_string());
-        }
-        retention_args(call, &mut command)?;
+        let launch = DaemonLaunch::of_call(call, engine)?;
+        create_data_dir(&launch.data_dir, head)?;
+        let mut command = Command::new(&launch.binary);
+        command.args(&launch.args);
         let wait = match optional_flag::<Value>(call, "wait")? {
             Some(v) => Duration::from_nanos(v.as_duration()?.max(0) as u64),
             None => Duration::from_secs(10),
         };
-        let stderr_path = data_dir.join("daemon.stderr");
-        let child = spawn_detached(command, engine, &stderr_path, &binary, head)?;
+        let stderr_path = launch.data_dir.join("daemon.stderr");
+        let child = spawn_detached(command, engine, &stderr_path, &launch.binary, head)?;
         wait_until_ready(child, engine, &stderr_path, wait, head)?;
         status(plugin, engine, head)
     }
 }
 
+/// The flags `orch daemon start` and `orch daemon install` share: what the daemon is
+/// started with.
+pub(super) fn daemon_flags(signature: Signature) -> Signature {
+    signature
+        .named(
+            "data-dir",
+            SyntaxShape::Directory,
+            "Where the daemon keeps its database and logs.",
+            Some('d'),
+        )
+        .named(
+            "parallel",
+            SyntaxShape::Int,
+            "How many tasks may run at once (default 8).",
+            Some('j'),
+        )
+        .named(
+            "binary",
+            SyntaxShape::Filepath,
+            "The provisioning-orchestrator binary to run.",
+            None,
+        )
+        .named(
+            "retain-finished",
+            SyntaxShape::String,
+            "Remove finished tasks and workflows (with their logs) this long after they finished, such as 30d, or never (the default).",
+            None,
+        )
+        .named(
+            "retain-label",
+            SyntaxShape::Any,
+            "A retention for one label, LABEL=RETENTION such as servers=90d (or a list of them).",
+            None,
+        )
+        .named(
+            "retain-events",
+            SyntaxShape::String,
+            "Remove events this long after they were logged, such as 7d, or never (the default).",
+            None,
+        )
+}
+
+/// How the daemon is started: its binary, data directory and command line.
+pub(super) struct DaemonLaunch {
+    /// The binary (as given, or found next to the plugin; else the bare name).
+    pub binary: PathBuf,
+    /// Its data directory, absolute.
+    pub data_dir: PathBuf,
+    /// Its arguments.
+    pub args: Vec<String>,
+}
+
+impl DaemonLaunch {
+    /// The launch the call's [`daemon_flags`] ask for, on the shell's socket.
+    pub(super) fn of_call(
+        call: &EvaluatedCall,
+        engine: &EngineInterface,
+    ) -> Result<DaemonLaunch, LabeledError> {
+        let cwd = PathBuf::from(engine.get_current_dir()?);
+        let data_dir = match optional_flag::<String>(call, "data-dir")? {
+            Some(dir) => cwd.join(dir),
+            None => paths::default_data_dir(),
+        };
+        let binary = match optional_flag::<String>(call, "binary")? {
+            Some(path) => cwd.join(path),
+            None => default_binary(),
+        };
+        let mut args = vec![
+            "--quiet".to_string(),
+            "--data-dir".to_string(),
+            text_of(&data_dir, "data-dir", call)?,
+            "--socket".to_string(),
+            text_of(&socket_path(engine), "socket", call)?,
+        ];
+        if let Some(n) = optional_flag::<i64>(call, "parallel")? {
+            args.extend(["--parallel".to_string(), n.to_string()]);
+        }
+        retention_args(call, &mut args)?;
+        Ok(DaemonLaunch {
+            binary,
+            data_dir,
+            args,
+        })
+    }
+}
+
+/// `path` as text (a path that is not UTF-8 is refused, naming `what`).
+fn text_of(path: &Path, what: &str, call: &EvaluatedCall) -> Result<String, LabeledError> {
+    path.to_str().map(str::to_string).ok_or_else(|| {
+        LabeledError::new(format!("the {what} path is not UTF-8"))
+            .with_label(path.display().to_string(), call.head)
+    })
+}
+
+/// Creates the data directory, owner-only: the store holds every task's parameters.
+pub(super) fn create_data_dir(data_dir: &Path, head: Span) -> Result<(), LabeledError> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(data_dir)
+        .map_err(|e| {
+            LabeledError::new("cannot create the data directory")
+                .with_label(format!("{}: {e}", data_dir.display()), head)
+        })
+}
+
 /// Passes the retention flags on (the daemon checks their values and names the flag of a
 /// bad one).
-fn retention_args(call: &EvaluatedCall, command: &mut Command) -> Result<(), LabeledError> {
+fn retention_args(call: &EvaluatedCall, args: &mut Vec<String>) -> Result<(), LabeledError> {
     for flag in ["retain-finished", "retain-events"] {
         if let Some(value) = optional_flag::<String>(call, flag)? {
-            command.arg(format!("--{flag}")).arg(value);
+            args.extend([format!("--{flag}"), value]);
         }
     }
     let labels = match call.get_flag_value("retain-label") {
@@ -170,9 +215,7 @@ fn retention_args(call: &EvaluatedCall, command: &mut Command) -> Result<(), Lab
         _ => Vec::new(),
     };
     for label in labels {
-        command
-            .arg("--retain-label")
-            .arg(String::from_value(label)?);
+        args.extend(["--retain-label".to_string(), String::from_value(label)?]);
     }
     Ok(())
 }
@@ -198,7 +241,7 @@ fn default_binary() -> PathBuf {
 }
 
 /// The shell's environment as strings (lists such as PATH joined with `:`).
-fn shell_env(engine: &EngineInterface) -> Result<Vec<(String, String)>, LabeledError> {
+pub(super) fn shell_env(engine: &EngineInterface) -> Result<Vec<(String, String)>, LabeledError> {
     let mut out = Vec::new();
     for (name, value) in engine.get_env_vars()? {
         let text = match value {

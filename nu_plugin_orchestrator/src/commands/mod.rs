@@ -16,6 +16,7 @@ mod cancel;
 mod clean;
 mod cluster_nodes;
 mod daemon_handover;
+mod daemon_install;
 mod daemon_start;
 mod daemon_status;
 mod daemon_stop;
@@ -111,6 +112,8 @@ pub fn all() -> Vec<Box<dyn PluginCommand<Plugin = OrchestratorPlugin>>> {
         Box::new(audit_export::AuditExport),
         Box::new(group::DAEMON),
         Box::new(daemon_start::DaemonStart),
+        Box::new(daemon_install::DaemonInstall),
+        Box::new(daemon_install::DaemonUninstall),
         Box::new(daemon_stop::DaemonStop),
         Box::new(daemon_handover::DaemonRestart),
         Box::new(daemon_handover::DaemonUpgrade),

@@ -17,7 +17,7 @@
 //! - [`testenv`]: test environments (requests, stored records, topologies).
 //! - [`queue`]: groups, their parallel limits, and pausing the queue, a group or a task.
 //! - [`schedule`]: tasks and workflows submitted at the times of a cron pattern.
-//! - [`signal`]: the signals a running task may be sent.
+//! - [`signal`]: the signals and input a running task may be sent.
 //! - [`notify`]: notifications of events to webhooks and local commands.
 //! - [`message`]: the handshake and the typed requests and responses.
 //! - [`client`]: a blocking client over a Unix socket (no async runtime, so the plugin
@@ -63,7 +63,7 @@ pub use message::{ErrorKind, ErrorReply, Hello, Request, Response, Welcome};
 pub use notify::*;
 pub use queue::*;
 pub use schedule::*;
-pub use signal::{SignalError, TaskSignal};
+pub use signal::{Nudge, SignalError, TaskSignal};
 pub use state::*;
 pub use task::*;
 pub use task_change::*;
@@ -73,6 +73,9 @@ pub use workflow::*;
 /// Version of the wire protocol. Bumped on any incompatible change; both sides refuse a
 /// peer with another version.
 pub const PROTOCOL_VERSION: u32 = 4;
+
+/// The most a [`Request::SendInput`] writes to a task's standard input at once, in bytes.
+pub const MAX_INPUT_BYTES: usize = 64 * 1024;
 
 /// The largest frame body either side accepts, in bytes.
 pub const MAX_FRAME_LEN: usize = 16 * 1024 * 1024;

@@ -241,6 +241,19 @@ pub enum Request {
         /// Which task.
         id: TaskId,
     },
+    /// Write to the standard input of a running task submitted with `stdin` (at most
+    /// [`crate::MAX_INPUT_BYTES`] a request), and close it after when `eof`. Answered by
+    /// [`Response::Task`] once the request is durable (audited), before the input is
+    /// written.
+    SendInput {
+        /// Which task.
+        id: TaskId,
+        /// What to write (a line is sent with its line break).
+        data: String,
+        /// Close the task's standard input after it.
+        #[serde(default)]
+        eof: bool,
+    },
     /// Send a signal to a running task's process group; what becomes of the task is up
     /// to it. Answered by [`Response::Task`] once the request is durable (audited), before
     /// the signal goes.

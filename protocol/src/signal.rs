@@ -1,4 +1,5 @@
-//! The signals a running task's processes may be sent (`orch kill --signal`).
+//! What a running task's processes may be sent besides pauses: signals (`orch kill
+//! --signal`) and input (`orch send`), as [`Nudge`]s.
 //!
 //! Only signals a task may want to handle itself: stopping and continuing belong to
 //! `orch pause` / `orch resume` (the daemon records those), and the signals the kernel
@@ -8,6 +9,24 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+
+/// Something for a running attempt, delivered in the order asked for: a signal for its
+/// process group, or input for its standard input. (How the daemon passes it to the
+/// supervisor and, in a cluster, to the node that runs the attempt.)
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Nudge {
+    /// A signal for the process group.
+    Signal(TaskSignal),
+    /// Bytes for the standard input (a task submitted with `stdin`), then its end when
+    /// `eof`.
+    Input {
+        /// What to write.
+        data: String,
+        /// Close the standard input after it.
+        eof: bool,
+    },
+}
 
 /// A signal for a task's process group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -120,6 +120,10 @@ pub struct TaskSpec {
     /// named): the group's parallel limit and pause apply to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
+    /// Its standard input is a pipe the daemon keeps open (`orch submit --stdin`), written
+    /// to by `orch send`; otherwise it reads nothing (`/dev/null`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stdin: bool,
 }
 
 impl TaskSpec {
@@ -149,6 +153,7 @@ impl TaskSpec {
             on: Vec::new(),
             not_before: None,
             group: None,
+            stdin: false,
         }
     }
 

@@ -796,7 +796,7 @@ fn proc_state(pid: u32) -> char {
 }
 
 #[test]
-fn a_pause_or_signal_asked_of_a_standby_reaches_the_task_on_the_node_that_runs_it() {
+fn a_pause_signal_or_input_asked_of_a_standby_reaches_the_task_on_the_node_that_runs_it() {
     let cluster = Cluster::launch(&[], None, [&[], &["--label", "here"], &[]]);
     let standby = cluster.nodes[2].nu();
     let pid_file = cluster.nodes[1].dir().join("pid");
@@ -847,6 +847,20 @@ fn a_pause_or_signal_asked_of_a_standby_reaches_the_task_on_the_node_that_runs_i
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(received(), 2, "no signal goes twice");
     standby.run(&format!("orch cancel {id} | ignore"));
+    // So does input, to a task of n2 that reads it.
+    let read = cluster.nodes[1].dir().join("read");
+    let reader = standby.json(&format!(
+        "orch submit --stdin --on here -- sh -c 'read a; echo \"$a\" > {}' | get id",
+        read.display()
+    ));
+    eventually(Duration::from_secs(20), "the reader runs on n2", || {
+        let status = standby.json(&format!("orch task {reader} | get status"));
+        (status == "running").then_some(())
+    });
+    standby.run(&format!("orch send {reader} 'from n3' | ignore"));
+    let status = standby.json(&format!("orch wait {reader} --timeout 20sec | get 0.status"));
+    assert_eq!(status, "succeeded");
+    assert_eq!(std::fs::read_to_string(&read).unwrap(), "from n3\n");
 }
 
 #[test]

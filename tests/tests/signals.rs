@@ -118,3 +118,57 @@ fn kill_without_a_signal_cancels_and_bad_requests_are_refused_naming_why() {
     }
     assert!(!offered.contains(&"STOP".to_string()), "{offered:?}");
 }
+
+#[test]
+fn input_reaches_the_task_before_and_after_a_daemon_restart_until_its_end() {
+    let mut daemon = Daemon::start(&["--parallel", "2"]);
+    let nu = daemon.nu();
+    let id = nu.json(
+        "orch submit --stdin -- sh -c 'read a; echo \"got $a\"; read b; echo \"got $b\"; cat; echo end' | get id",
+    );
+    let logs = || nu.run(&format!("orch logs {id}"));
+    nu.run(&format!("orch send {id} 'one two' | ignore"));
+    eventually(
+        Duration::from_secs(10),
+        "the task reads the first line",
+        || logs().contains("got one two").then_some(()),
+    );
+    daemon.kill9();
+    daemon.restart();
+    nu.run(&format!("orch send {id} two | ignore"));
+    nu.run(&format!("orch send {id} 'rest' --raw --eof | ignore"));
+    let status = nu.json(&format!("orch wait {id} --timeout 15sec | get 0.status"));
+    assert_eq!(status, "succeeded", "cat ends at the end of input");
+    let log = logs();
+    assert!(log.contains("got two\nrestend"), "{log}");
+    let audited = nu.json("orch audit --action input | get params | each { [$in.bytes $in.eof] }");
+    assert_eq!(
+        audited,
+        json!([[4, true], [4, false], [8, false]]),
+        "sizes, newest first"
+    );
+    let said = nu.run("orch audit --action input | to json");
+    assert!(
+        !said.contains("one two"),
+        "the audit log keeps sizes, not input: {said}"
+    );
+
+    let plain = nu.json("orch submit sleep 600 | get id");
+    eventually(Duration::from_secs(10), "the task runs", || {
+        (nu.json(&format!("orch task {plain} | get status")) == "running").then_some(())
+    });
+    let refused = nu.try_run(&format!("orch send {plain} hi")).unwrap_err();
+    assert!(refused.contains("not submitted with --stdin"), "{refused}");
+    let ended = nu.try_run(&format!("orch send {id} late")).unwrap_err();
+    assert!(
+        ended.contains("only a running task is given input"),
+        "{ended}"
+    );
+    let big = nu
+        .try_run(&format!("orch send {plain} ('x' | fill -c x -w 70000)"))
+        .unwrap_err();
+    assert!(big.contains("at most 65536 go at once"), "{big}");
+    let nothing = nu.try_run(&format!("orch send {plain}")).unwrap_err();
+    assert!(nothing.contains("nothing to send"), "{nothing}");
+    nu.run(&format!("orch cancel {plain} | ignore"));
+}

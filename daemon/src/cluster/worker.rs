@@ -100,7 +100,7 @@ pub async fn start(
         node,
         runner: runner.with_reports(reports_to),
         launched: HashMap::new(),
-        signalled: HashMap::new(),
+        nudged: HashMap::new(),
         pending: Vec::new(),
         progress: HashMap::new(),
         progress_written: tokio::time::Instant::now(),
@@ -120,8 +120,8 @@ struct Worker {
     /// The attempts handed to the supervisor whose outcomes are not written yet, with the
     /// steering of each (its stop and pause).
     launched: HashMap<(TaskId, u32), Steering>,
-    /// How many of each launched attempt's signals (its row's list) were passed on.
-    signalled: HashMap<(TaskId, u32), usize>,
+    /// How many of each launched attempt's nudges (its row's list) were passed on.
+    nudged: HashMap<(TaskId, u32), usize>,
     /// Outcomes to write into their placements.
     pending: Vec<(TaskId, u32, NodeOutcome)>,
     /// The latest progress of running attempts, not written yet.
@@ -140,20 +140,20 @@ impl Worker {
             .map(|r| (r.id, r.attempt))
             .collect();
         let adopted = self.runner.take_over(&ours).await?;
-        // The signals asked for before this instance started went to the earlier one
-        // (or were lost with it): none is sent twice.
-        let signalled: HashMap<(TaskId, u32), usize> = rows
+        // The signals and input asked for before this instance started went to the
+        // earlier one (or were lost with it): none is passed on twice.
+        let nudged: HashMap<(TaskId, u32), usize> = rows
             .iter()
-            .map(|r| ((r.id, r.attempt), r.signals.len()))
+            .map(|r| ((r.id, r.attempt), r.nudges.len()))
             .collect();
         let adopted_keys: HashSet<(TaskId, u32)> =
             adopted.iter().map(|a| (a.id, a.attempt)).collect();
         for a in adopted {
             let key = (a.id, a.attempt);
-            let steering = Steering::of(a.token, a.paused, a.signals);
+            let steering = Steering::of(a.token, a.paused, a.nudges);
             self.launched.insert(key, steering);
-            self.signalled
-                .insert(key, signalled.get(&key).copied().unwrap_or_default());
+            self.nudged
+                .insert(key, nudged.get(&key).copied().unwrap_or_default());
         }
         let lost: Vec<(TaskId, u32)> = ours
             .into_iter()
@@ -320,7 +320,7 @@ impl Worker {
                 );
             }
             self.launched.remove(&key);
-            self.signalled.remove(&key);
+            self.nudged.remove(&key);
             self.runner.release(id, attempt);
         }
     }
@@ -353,11 +353,11 @@ impl Worker {
                 Some(steering) if row.stop => steering.token.cancel(),
                 Some(steering) => {
                     steering.set_paused(row.paused);
-                    let passed = self.signalled.entry(key).or_default();
-                    for signal in row.signals.iter().skip(*passed) {
-                        steering.signal(*signal);
+                    let passed = self.nudged.entry(key).or_default();
+                    for nudge in row.nudges.iter().skip(*passed) {
+                        steering.nudge(nudge.clone());
                     }
-                    *passed = (*passed).max(row.signals.len());
+                    *passed = (*passed).max(row.nudges.len());
                 }
                 // Noted by this instance, but the answer was lost: noting it again is
                 // harmless, and it never reached the supervisor.
@@ -396,25 +396,24 @@ impl Worker {
                     continue;
                 }
             };
-            let (steering, (paused, signals)) = Steering::new();
+            let (steering, (paused, nudges)) = Steering::new();
             if row.stop {
                 steering.token.cancel();
             }
             steering.set_paused(row.paused);
-            for signal in &row.signals {
-                steering.signal(*signal);
+            for nudge in &row.nudges {
+                steering.nudge(nudge.clone());
             }
             let token = steering.token.clone();
             self.launched.insert((row.id, row.attempt), steering);
-            self.signalled
-                .insert((row.id, row.attempt), row.signals.len());
+            self.nudged.insert((row.id, row.attempt), row.nudges.len());
             let launch = Launch {
                 id: row.id,
                 attempt: row.attempt,
                 spec,
                 token,
                 paused,
-                signals,
+                nudges,
             };
             self.runner.launch(&runtime, launch);
         }

@@ -215,7 +215,7 @@ impl Engine {
     fn prepare(&mut self, batch: &mut WriteBatch, effects: Effects) -> Work {
         let mut launches = Vec::new();
         for start in effects.launches {
-            let (steering, (paused, signals)) = Steering::new();
+            let (steering, (paused, nudges)) = Steering::new();
             let token = steering.token.clone();
             self.attempts
                 .insert(start.id, (start.attempt, Arc::new(steering)));
@@ -232,7 +232,7 @@ impl Engine {
                     spec: start.spec,
                     token,
                     paused,
-                    signals,
+                    nudges,
                 }),
             }
         }
@@ -253,12 +253,12 @@ impl Engine {
                 None => {}
             }
         }
-        let mut signals = Vec::new();
-        for (id, attempt, signal) in effects.signals {
+        let mut nudges = Vec::new();
+        for (id, attempt, nudge) in effects.nudges {
             match self.attempts.get(&id) {
                 Some((running, _)) if *running != attempt => {} // a later attempt's
-                Some(_) if self.placed => batch.placements.signals.push((id, attempt, signal)),
-                Some((_, steering)) => signals.push((steering.clone(), signal)),
+                Some(_) if self.placed => batch.placements.nudges.push((id, attempt, nudge)),
+                Some((_, steering)) => nudges.push((steering.clone(), nudge)),
                 None => {}
             }
         }
@@ -271,7 +271,7 @@ impl Engine {
             launches,
             stops,
             pauses,
-            signals,
+            nudges,
             timers: effects.timers,
             schedule_timers: effects.schedule_timers,
             expansions: effects.expansions,
@@ -312,7 +312,7 @@ async fn adopt_supervised(
     crate::orphans::kill_leftovers(runner.data_dir(), &interrupted);
     let nodes = adopted.iter().map(|a| (a.id, here.clone())).collect();
     let attempts = adopted.into_iter().map(|a| {
-        let steering = Arc::new(Steering::of(a.token, a.paused, a.signals));
+        let steering = Arc::new(Steering::of(a.token, a.paused, a.nudges));
         (a.id, (a.attempt, steering))
     });
     Ok((nodes, attempts.collect(), Vec::new()))

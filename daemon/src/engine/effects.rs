@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use orch_protocol::{
-    ErrorKind, ErrorReply, Task, TaskId, TaskSignal, TaskSpec, TestEnv, WorkflowSummary,
+    ErrorKind, ErrorReply, Nudge, Task, TaskId, TaskSpec, TestEnv, WorkflowSummary,
 };
 use tokio::sync::oneshot;
 
@@ -39,9 +39,9 @@ pub struct Effects {
     /// `(task, attempt, paused)`, in order (one of an attempt no longer running is
     /// dropped).
     pub pauses: Vec<(TaskId, u32, bool)>,
-    /// Signals for running attempts' process groups, as `(task, attempt, signal)`, in
-    /// order (one for an attempt no longer running is dropped).
-    pub signals: Vec<(TaskId, u32, TaskSignal)>,
+    /// Signals and input for running attempts, as `(task, attempt, nudge)`, in order
+    /// (one for an attempt no longer running is dropped).
+    pub nudges: Vec<(TaskId, u32, Nudge)>,
     /// Retry timers to arm.
     pub timers: Vec<Timer>,
     /// Schedule timers to arm.
@@ -72,7 +72,7 @@ impl Effects {
         self.launches.is_empty()
             && self.stops.is_empty()
             && self.pauses.is_empty()
-            && self.signals.is_empty()
+            && self.nudges.is_empty()
             && self.timers.is_empty()
             && self.schedule_timers.is_empty()
             && self.expansions.is_empty()

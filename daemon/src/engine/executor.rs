@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use chrono::Utc;
-use orch_protocol::{Event, TaskId, TaskSignal};
+use orch_protocol::{Event, Nudge, TaskId};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -57,8 +57,8 @@ pub(super) struct Work {
     pub(super) stops: Vec<CancellationToken>,
     /// Attempts run here to pause (true) or resume.
     pub(super) pauses: Vec<(Arc<Steering>, bool)>,
-    /// Attempts run here to signal.
-    pub(super) signals: Vec<(Arc<Steering>, TaskSignal)>,
+    /// Attempts run here to signal or give input.
+    pub(super) nudges: Vec<(Arc<Steering>, Nudge)>,
     pub(super) timers: Vec<Timer>,
     pub(super) schedule_timers: Vec<ScheduleTimer>,
     pub(super) expansions: Vec<Expansion>,
@@ -92,8 +92,8 @@ impl Executor {
                 for (steering, paused) in work.pauses {
                     steering.set_paused(paused);
                 }
-                for (steering, signal) in work.signals {
-                    steering.signal(signal);
+                for (steering, nudge) in work.nudges {
+                    steering.nudge(nudge);
                 }
                 for timer in work.timers {
                     self.arm(timer);

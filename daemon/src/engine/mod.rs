@@ -172,6 +172,19 @@ pub enum Command {
         /// Answered once the resume is durable.
         reply: Reply<Task>,
     },
+    /// Write to a running task's standard input.
+    SendInput {
+        /// Who asked.
+        actor: Actor,
+        /// Which.
+        id: TaskId,
+        /// What to write.
+        data: String,
+        /// Close the standard input after it.
+        eof: bool,
+        /// Answered once the request is durable (audited), before the input is written.
+        reply: Reply<Task>,
+    },
     /// Send a signal to a running task's processes.
     SignalTask {
         /// Who asked.

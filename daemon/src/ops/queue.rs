@@ -76,3 +76,21 @@ pub async fn signal_task(
     };
     Ok(ctx.engine.request(send).await?)
 }
+
+/// `SendInput`: writes to a running task's standard input, once audited.
+pub async fn send_input(
+    ctx: &Context,
+    actor: Actor,
+    id: TaskId,
+    data: String,
+    eof: bool,
+) -> Result<Task, AppError> {
+    let send = |reply| Command::SendInput {
+        actor,
+        id,
+        data,
+        eof,
+        reply,
+    };
+    Ok(ctx.engine.request(send).await?)
+}

@@ -93,6 +93,7 @@ pub const OPERATIONS: &[Operation] = &[
     op("tasks.pause", Some(K::PauseTask), Needs(Operator), &[]),
     op("tasks.resume", Some(K::ResumeTask), Needs(Operator), &[]),
     op("tasks.signal", Some(K::SignalTask), Needs(Operator), &[]),
+    op("tasks.input", Some(K::SendInput), Needs(Operator), &[]),
     op(
         "schedules.add",
         Some(K::ScheduleAdd),
@@ -446,6 +447,7 @@ const FORWARDED: &[&str] = &[
     "tasks.pause",
     "tasks.resume",
     "tasks.signal",
+    "tasks.input",
     "queue.change",
     "schedules.add",
     "schedules.change",

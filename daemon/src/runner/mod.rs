@@ -17,8 +17,9 @@
 //! paused group receives it), then SIGKILL after a grace period. A pause stops the group
 //! with SIGSTOP until it is resumed (SIGCONT); its timeout keeps counting meanwhile. A
 //! signal asked for (`orch kill --signal`) goes to the group as long as its leader has
-//! not been reaped.
+//! not been reaped. [`input`]: the standard input of a task submitted with `stdin`.
 
+mod input;
 mod log;
 mod params;
 mod supervised;
@@ -34,12 +35,13 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use orch_protocol::{AttemptOutcome, Progress, TaskId, TaskKind, TaskSignal, TaskSpec};
+use orch_protocol::{AttemptOutcome, Nudge, Progress, TaskId, TaskKind, TaskSignal, TaskSpec};
 use tokio::process::Child;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::nu_command::{NuCommand, Owner, ParamsFile, Program};
+use input::Input;
 use log::{TaskLog, lock, pump_output};
 
 /// How long a stopped process group gets between SIGTERM and SIGKILL.
@@ -61,8 +63,8 @@ pub struct Launch {
     pub token: CancellationToken,
     /// True while the attempt is to be paused (its process group stopped).
     pub paused: watch::Receiver<bool>,
-    /// Signals for its process group.
-    pub signals: mpsc::UnboundedReceiver<TaskSignal>,
+    /// Signals for its process group and input for its standard input.
+    pub nudges: mpsc::UnboundedReceiver<Nudge>,
 }
 
 /// How the daemon steers an attempt it launched: its cancel, and whether it is paused.
@@ -71,8 +73,8 @@ pub struct Steering {
     pub token: CancellationToken,
     /// True while the attempt is to be paused.
     paused: watch::Sender<bool>,
-    /// Signals for its process group.
-    signals: mpsc::UnboundedSender<TaskSignal>,
+    /// Signals for its process group and input for its standard input.
+    nudges: mpsc::UnboundedSender<Nudge>,
     /// An adopted attempt's: whatever it is, its first value is passed on (its processes
     /// may be stopped or not whatever the daemon last asked).
     unsure: std::sync::atomic::AtomicBool,
@@ -80,17 +82,17 @@ pub struct Steering {
 
 impl Steering {
     /// A new attempt's steering (running, not paused) and the launch's end of it: its
-    /// pause and its signals.
+    /// pause and its nudges.
     pub fn new() -> (Steering, Steered) {
         let (paused, paused_rx) = watch::channel(false);
-        let (signals, signals_rx) = mpsc::unbounded_channel();
+        let (nudges, nudges_rx) = mpsc::unbounded_channel();
         let steering = Steering {
             token: CancellationToken::new(),
             paused,
-            signals,
+            nudges,
             unsure: false.into(),
         };
-        (steering, (paused_rx, signals_rx))
+        (steering, (paused_rx, nudges_rx))
     }
 
     /// An adopted attempt's steering: its first [`Self::set_paused`] is passed on even if
@@ -98,19 +100,19 @@ impl Steering {
     pub fn of(
         token: CancellationToken,
         paused: watch::Sender<bool>,
-        signals: mpsc::UnboundedSender<TaskSignal>,
+        nudges: mpsc::UnboundedSender<Nudge>,
     ) -> Steering {
         Steering {
             token,
             paused,
-            signals,
+            nudges,
             unsure: true.into(),
         }
     }
 
-    /// Sends `signal` to the attempt's process group (nothing once it has ended).
-    pub fn signal(&self, signal: TaskSignal) {
-        let _ = self.signals.send(signal);
+    /// Passes `nudge` on to the attempt (nothing once it has ended).
+    pub fn nudge(&self, nudge: Nudge) {
+        let _ = self.nudges.send(nudge);
     }
 
     /// Pauses (`true`) or resumes the attempt; nothing is sent when it is so already
@@ -125,8 +127,8 @@ impl Steering {
     }
 }
 
-/// The launch's end of a [`Steering`]: whether it is paused, and its signals.
-pub type Steered = (watch::Receiver<bool>, mpsc::UnboundedReceiver<TaskSignal>);
+/// The launch's end of a [`Steering`]: whether it is paused, and its nudges.
+pub type Steered = (watch::Receiver<bool>, mpsc::UnboundedReceiver<Nudge>);
 
 /// What the runner says about an attempt.
 #[derive(Debug, Clone, PartialEq)]
@@ -332,10 +334,11 @@ impl Runner {
         };
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
+        let mut input = Input::start(child.stdin.take(), log.clone());
         let progress = Some(self.reporter(&launch));
         let mut out = tokio::spawn(pump_output(stdout, log.clone(), progress));
         let mut err = tokio::spawn(pump_output(stderr, log, None));
-        let outcome = supervise(&mut child, &mut launch).await;
+        let outcome = supervise(&mut child, &mut launch, &mut input).await;
         // Output after the process ended is still logged, for a short while; a background
         // child that keeps the pipes open is not followed further (its output is dropped,
         // and the pipes are closed on our side).
@@ -412,6 +415,9 @@ impl Runner {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(false);
+        if spec.stdin {
+            process.stdin(Stdio::piped());
+        }
         let child = process.spawn().map_err(|e| match &spec.kind {
             TaskKind::Command { program, .. } => StartError::of(program, &e),
             _ => StartError::of(&self.config.nu_binary.display().to_string(), &e),
@@ -421,8 +427,9 @@ impl Runner {
 }
 
 /// Waits for the process, its timeout, or a cancel, whichever comes first; pauses and
-/// resumes its process group as `launch.paused` says meanwhile, and passes signals on.
-async fn supervise(child: &mut Child, launch: &mut Launch) -> AttemptOutcome {
+/// resumes its process group as `launch.paused` says meanwhile, and passes signals and
+/// input (to `input`) on.
+async fn supervise(child: &mut Child, launch: &mut Launch, input: &mut Input) -> AttemptOutcome {
     let timeout_ms = launch.spec.timeout_ms;
     let timeout = async {
         match timeout_ms {
@@ -433,7 +440,7 @@ async fn supervise(child: &mut Child, launch: &mut Launch) -> AttemptOutcome {
     tokio::pin!(timeout);
     let mut paused = launch.paused.clone();
     let mut pause_open = true;
-    let mut signals_open = true;
+    let mut nudges_open = true;
     if *paused.borrow_and_update() {
         pause_group(child, true);
     }
@@ -455,13 +462,14 @@ async fn supervise(child: &mut Child, launch: &mut Launch) -> AttemptOutcome {
                 Ok(()) => pause_group(child, *paused.borrow_and_update()),
                 Err(_) => pause_open = false, // no one steers it any more
             },
-            signal = launch.signals.recv(), if signals_open => match signal {
+            nudge = launch.nudges.recv(), if nudges_open => match nudge {
                 // `id` is None once the process is reaped: its group id may be reused.
-                Some(signal) => if let Some(pid) = child.id() {
+                Some(Nudge::Signal(signal)) => if let Some(pid) = child.id() {
                     tracing::info!(task = launch.id, attempt = launch.attempt, %signal, "signalling a task");
                     signal_group(pid, signal_number(signal));
                 },
-                None => signals_open = false,
+                Some(Nudge::Input { data, eof }) => input.send(data, eof),
+                None => nudges_open = false,
             },
         }
     }

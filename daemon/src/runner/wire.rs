@@ -17,13 +17,13 @@
 
 use std::path::{Path, PathBuf};
 
-use orch_protocol::{AttemptOutcome, Progress, TaskId, TaskSignal, TaskSpec};
+use orch_protocol::{AttemptOutcome, Nudge, Progress, TaskId, TaskSpec};
 use serde::{Deserialize, Serialize};
 
 use super::{ReportKind, RunnerConfig};
 
 /// The version of the messages below; a daemon refuses a supervisor that speaks another.
-/// Version 2 added [`ToSupervisor::Pause`], 3 [`ToSupervisor::Signal`].
+/// Version 2 added [`ToSupervisor::Pause`], 3 [`ToSupervisor::Nudge`].
 pub(super) const PROTOCOL: u32 = 3;
 
 /// The line a new supervisor prints on its standard output once its socket listens.
@@ -65,14 +65,14 @@ pub(super) enum ToSupervisor {
         /// Paused (true) or running (false).
         paused: bool,
     },
-    /// Send a signal to the attempt's process group.
-    Signal {
+    /// Send a signal to the attempt's process group, or input to its standard input.
+    Nudge {
         /// The task.
         id: TaskId,
         /// Which attempt.
         attempt: u32,
-        /// The signal.
-        signal: TaskSignal,
+        /// The signal or input.
+        nudge: Nudge,
     },
     /// Stop an attempt the store does not know, and forget it (no outcome).
     Discard {

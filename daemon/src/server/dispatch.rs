@@ -148,6 +148,9 @@ pub async fn dispatch(
             .map(Response::Queue),
         Request::PauseTask { id } => ops::queue::pause_task(ctx, actor, id).await.map(task),
         Request::ResumeTask { id } => ops::queue::resume_task(ctx, actor, id).await.map(task),
+        Request::SendInput { id, data, eof } => ops::queue::send_input(ctx, actor, id, data, eof)
+            .await
+            .map(task),
         Request::SignalTask { id, signal } => ops::queue::signal_task(ctx, actor, id, signal)
             .await
             .map(task),

@@ -13,7 +13,7 @@ pub mod postgres;
 pub mod redb;
 
 use orch_protocol::{
-    Event, Notifier, OutboxEntry, QueueControls, Schedule, Task, TaskFilter, TaskId, TaskSignal,
+    Event, Notifier, Nudge, OutboxEntry, QueueControls, Schedule, Task, TaskFilter, TaskId,
     TaskStatus, TestEnv, Workflow, WorkflowId,
 };
 
@@ -150,8 +150,8 @@ pub struct PlacementWrites {
     /// Attempts to pause (`true`: SIGSTOP) or resume (`false`: SIGCONT), as
     /// `(task, attempt, paused)`.
     pub pauses: Vec<(TaskId, u32, bool)>,
-    /// Signals for attempts' process groups, as `(task, attempt, signal)`, in order.
-    pub signals: Vec<(TaskId, u32, TaskSignal)>,
+    /// Signals and input for attempts, as `(task, attempt, nudge)`, in order.
+    pub nudges: Vec<(TaskId, u32, Nudge)>,
     /// Attempts whose end the batch records, as `(task, attempt)`: their rows go.
     pub done: Vec<(TaskId, u32)>,
 }
@@ -162,7 +162,7 @@ impl PlacementWrites {
         self.placed.is_empty()
             && self.stops.is_empty()
             && self.pauses.is_empty()
-            && self.signals.is_empty()
+            && self.nudges.is_empty()
             && self.done.is_empty()
     }
 
@@ -172,13 +172,13 @@ impl PlacementWrites {
             placed,
             stops,
             pauses,
-            signals,
+            nudges,
             done,
         } = other;
         self.placed.extend(placed);
         self.stops.extend(stops);
         self.pauses.extend(pauses);
-        self.signals.extend(signals);
+        self.nudges.extend(nudges);
         self.done.extend(done);
     }
 }

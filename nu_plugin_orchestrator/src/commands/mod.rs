@@ -42,6 +42,7 @@ mod retry;
 mod schedule_add;
 mod schedule_change;
 mod schedule_list;
+mod send;
 mod stash;
 mod submit;
 mod task;
@@ -78,6 +79,7 @@ pub fn all() -> Vec<Box<dyn PluginCommand<Plugin = OrchestratorPlugin>>> {
         Box::new(wait::Wait),
         Box::new(cancel::CANCEL),
         Box::new(kill::Kill),
+        Box::new(send::Send),
         Box::new(retry::RETRY),
         Box::new(resubmit::Resubmit),
         Box::new(stash::STASH),

@@ -28,7 +28,7 @@ impl PluginCommand for Submit {
     }
 
     fn extra_description(&self) -> &str {
-        r#"The program runs directly, without a shell, in the current directory. Pipe in a record to submit one task, or a list of records to submit many in one durable step; each record takes the same settings as the flags (command, nu, script, priority, retries, backoff, max_backoff, timeout, after, label, group, on, params, cwd, env), and the flags give defaults for every record.
+        r#"The program runs directly, without a shell, in the current directory. Pipe in a record to submit one task, or a list of records to submit many in one durable step; each record takes the same settings as the flags (command, nu, script, priority, retries, backoff, max_backoff, timeout, after, label, group, on, params, cwd, env, stdin), and the flags give defaults for every record.
 
 A task reports progress by printing a JSON line such as {"progress": 40, "message": "installing"} on its standard output."#
     }
@@ -150,6 +150,11 @@ A task reports progress by printing a JSON line such as {"progress": 40, "messag
                 "stash",
                 "Submit it stashed: held, not started until `orch enqueue` releases it (`orch edit` can change it meanwhile).",
                 Some('s'),
+            )
+            .switch(
+                "stdin",
+                "Give it a standard input that `orch send` writes to (otherwise it reads /dev/null).",
+                None,
             )
             .category(Category::Custom("orchestrator".into()))
     }

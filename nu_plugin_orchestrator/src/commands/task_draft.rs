@@ -222,6 +222,9 @@ impl TaskDraft {
                 draft.set(name.item.as_str(), value, cwd)?;
             }
         }
+        if call.has_flag("stdin")? {
+            draft.spec.stdin = true;
+        }
         Ok(draft)
     }
 
@@ -258,7 +261,7 @@ impl TaskDraft {
                     value.span(),
                     "unknown task field",
                     format!(
-                        "`{name}` is not a task setting (use command, nu, script, priority, retries, backoff, max_backoff, timeout, at, delay, after, label, group, on, params, cwd, env)"
+                        "`{name}` is not a task setting (use command, nu, script, priority, retries, backoff, max_backoff, timeout, at, delay, after, label, group, on, params, cwd, env, stdin)"
                     ),
                 ));
             }
@@ -376,6 +379,10 @@ impl TaskDraft {
             "env" => {
                 self.spec.env = env_map(value)?;
                 "env"
+            }
+            "stdin" => {
+                self.spec.stdin = value.as_bool()?;
+                "stdin"
             }
             _ => return Ok(false),
         };

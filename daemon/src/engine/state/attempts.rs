@@ -141,6 +141,7 @@ impl EngineState {
             stop: None,
             node,
             group,
+            input_closed: false,
         };
         self.running.insert(id, running);
         let start = Start {

@@ -28,13 +28,13 @@ mod clean;
 mod groups;
 mod live;
 pub(super) mod notify;
+mod nudges;
 pub mod placement;
 mod queue;
 mod recovery;
 mod requests;
 pub mod retention;
 mod schedules;
-mod signals;
 mod stash;
 mod transitions;
 mod workflow_advance;
@@ -84,6 +84,8 @@ struct Running {
     node: NodeName,
     /// The group it counts in.
     group: Arc<str>,
+    /// Its standard input was closed (`orch send --eof`): no more input is taken.
+    input_closed: bool,
 }
 
 /// Where the engine is in its life.
@@ -369,6 +371,13 @@ impl EngineState {
                 signal,
                 reply,
             } => self.signal_task(actor, id, signal, reply),
+            Command::SendInput {
+                actor,
+                id,
+                data,
+                eof,
+                reply,
+            } => self.send_input(actor, id, data, eof, reply),
             Command::Shutdown {
                 done,
                 leave_running,

@@ -125,6 +125,7 @@ impl EngineState {
                 stop,
                 node,
                 group,
+                input_closed: false,
             },
         );
         if let Some(step) = &self.tasks[&id].spec.workflow {

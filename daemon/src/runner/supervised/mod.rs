@@ -16,7 +16,7 @@ mod link;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
 
-use orch_protocol::{AttemptOutcome, TaskId, TaskSignal};
+use orch_protocol::{AttemptOutcome, Nudge, TaskId};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -36,8 +36,8 @@ pub struct Adopted {
     pub token: CancellationToken,
     /// Set to true to pause it, to false to resume it.
     pub paused: watch::Sender<bool>,
-    /// Signals for its process group.
-    pub signals: mpsc::UnboundedSender<TaskSignal>,
+    /// Signals and input for it.
+    pub nudges: mpsc::UnboundedSender<Nudge>,
     /// False for an attempt the previous daemon recorded as running but died before
     /// handing to the supervisor (which lived all along and never heard of it): it is
     /// reported as not started, and is tried again without using an attempt; the
@@ -137,21 +137,21 @@ impl Runner {
         }
         // The launch goes first: the follower may pass a pause on at once.
         let _ = link.to.send(line);
-        let steered = (launch.paused, launch.signals);
+        let steered = (launch.paused, launch.nudges);
         let follower = self.follower(&link, key, reporter, launch.token, steered);
         state.followers.insert(key, follower);
     }
 
     /// A follower of attempt `key` on `link`, whose cancel goes to the supervisor once
     /// `token` is cancelled, and each change of its pause (the current value first, when
-    /// it is a pause) and each signal.
+    /// it is a pause) and each nudge.
     fn follower(
         &self,
         link: &Link,
         key: AttemptKey,
         reporter: Reporter,
         token: CancellationToken,
-        (mut paused, mut signals): Steered,
+        (mut paused, mut nudges): Steered,
     ) -> Follower {
         let to = link.clone();
         let watcher = tokio::spawn(async move {
@@ -164,7 +164,7 @@ impl Runner {
             if *paused.borrow_and_update() {
                 to.send(&pause(true));
             }
-            let mut signals_open = true;
+            let mut nudges_open = true;
             loop {
                 tokio::select! {
                     () = token.cancelled() => break,
@@ -175,9 +175,9 @@ impl Runner {
                             break;
                         }
                     },
-                    signal = signals.recv(), if signals_open => match signal {
-                        Some(signal) => to.send(&ToSupervisor::Signal { id, attempt, signal }),
-                        None => signals_open = false,
+                    nudge = nudges.recv(), if nudges_open => match nudge {
+                        Some(nudge) => to.send(&ToSupervisor::Nudge { id, attempt, nudge }),
+                        None => nudges_open = false,
                     },
                 }
             }
@@ -226,14 +226,14 @@ impl Runner {
             };
             let token = CancellationToken::new();
             let (paused, paused_rx) = watch::channel(false);
-            let (signals, signals_rx) = mpsc::unbounded_channel();
+            let (nudges, nudges_rx) = mpsc::unbounded_channel();
             let launched = if let Some(ended) = ended.remove(&key) {
                 tracing::info!(task = id, attempt, outcome = ?ended.outcome, at_ms = ended.at_ms, "collected an attempt that ended while the daemon was down");
                 reporter.send(ended.report());
                 true
             } else if alive.remove(&key) {
                 tracing::info!(task = id, attempt, "re-attached to a running attempt");
-                let steered = (paused_rx, signals_rx);
+                let steered = (paused_rx, nudges_rx);
                 let follower = self.follower(&link, key, reporter, token.clone(), steered);
                 self.supervision.state().followers.insert(key, follower);
                 true
@@ -254,7 +254,7 @@ impl Runner {
                 attempt,
                 token,
                 paused,
-                signals,
+                nudges,
                 launched,
             });
         }

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use orch_protocol::TaskSignal;
+use orch_protocol::Nudge;
 use tokio::io::AsyncWriteExt as _;
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::{mpsc, watch};
@@ -34,8 +34,8 @@ enum Held {
         token: CancellationToken,
         /// True while it is to be paused.
         paused: watch::Sender<bool>,
-        /// Signals for its process group.
-        signals: mpsc::UnboundedSender<TaskSignal>,
+        /// Signals and input for it.
+        nudges: mpsc::UnboundedSender<Nudge>,
         discard: bool,
         /// When it was launched (the monotonic clock, in ms).
         launched_ms: u64,
@@ -188,13 +188,9 @@ impl Supervisor {
                     paused.send_replace(wanted);
                 }
             }
-            ToSupervisor::Signal {
-                id,
-                attempt,
-                signal,
-            } => {
-                if let Some(Held::Running { signals, .. }) = self.held.get(&(id, attempt)) {
-                    let _ = signals.send(signal);
+            ToSupervisor::Nudge { id, attempt, nudge } => {
+                if let Some(Held::Running { nudges, .. }) = self.held.get(&(id, attempt)) {
+                    let _ = nudges.send(nudge);
                 }
             }
             ToSupervisor::Discard { id, attempt } => {
@@ -241,13 +237,13 @@ impl Supervisor {
             token.cancel();
         }
         let (paused, paused_rx) = watch::channel(false);
-        let (signals, signals_rx) = mpsc::unbounded_channel();
+        let (nudges, nudges_rx) = mpsc::unbounded_channel();
         self.held.insert(
             key,
             Held::Running {
                 token: token.clone(),
                 paused,
-                signals,
+                nudges,
                 discard: self.orphaned,
                 launched_ms: monotonic_ms(),
             },
@@ -260,7 +256,7 @@ impl Supervisor {
             spec,
             token,
             paused: paused_rx,
-            signals: signals_rx,
+            nudges: nudges_rx,
         };
         let ended = self.ended_tx.clone();
         tokio::spawn(async move {

@@ -14,7 +14,7 @@
 
 use std::collections::HashSet;
 
-use orch_protocol::{TaskId, TaskSignal};
+use orch_protocol::{Nudge, TaskId};
 
 use super::bridge::pg;
 use super::codec::{signed, unsigned};
@@ -44,9 +44,9 @@ pub struct NodeAttempt {
     pub stop: bool,
     /// The leader asked for it to be paused (until this is false again).
     pub paused: bool,
-    /// The signals the leader asked for, in order (names the node cannot read are left
-    /// out).
-    pub signals: Vec<TaskSignal>,
+    /// The signals and input the leader asked for, in order (an entry this node cannot
+    /// read is left out).
+    pub nudges: Vec<Nudge>,
     /// The worker instance that started it, if one did.
     pub launched_by: Option<String>,
 }
@@ -85,7 +85,7 @@ pub(super) struct PlacementRows {
     placed: (Vec<i64>, Vec<i32>, Vec<String>, Vec<String>),
     stops: (Vec<i64>, Vec<i32>),
     pauses: (Vec<i64>, Vec<i32>, Vec<bool>),
-    signals: (Vec<i64>, Vec<i32>, Vec<&'static str>),
+    nudges: (Vec<i64>, Vec<i32>, Vec<String>),
     done: (Vec<i64>, Vec<i32>),
 }
 
@@ -105,17 +105,17 @@ impl PlacementRows {
             pauses.1.push(attempt_column(*attempt));
             pauses.2.push(*paused);
         }
-        let mut signals = (Vec::new(), Vec::new(), Vec::new());
-        for (id, attempt, signal) in &writes.signals {
-            signals.0.push(signed("task", *id)?);
-            signals.1.push(attempt_column(*attempt));
-            signals.2.push(signal.name());
+        let mut nudges = (Vec::new(), Vec::new(), Vec::new());
+        for (id, attempt, nudge) in &writes.nudges {
+            nudges.0.push(signed("task", *id)?);
+            nudges.1.push(attempt_column(*attempt));
+            nudges.2.push(super::encode("a signal or input", nudge)?);
         }
         Ok(PlacementRows {
             placed,
             stops: key_columns(&writes.stops)?,
             pauses,
-            signals,
+            nudges,
             done: key_columns(&writes.done)?,
         })
     }
@@ -159,14 +159,14 @@ impl PlacementRows {
                 vec![&q.0, &q.1, &q.2],
             );
         }
-        let g = &self.signals;
+        let g = &self.nudges;
         if !g.0.is_empty() {
-            // In order: each attempt's signals appended as they were asked for.
+            // In order: each attempt's nudges appended as they were asked for.
             steps.push(
-                "UPDATE cluster_attempts AS c SET signals = c.signals || s.signals
-                 FROM (SELECT task_id, attempt, array_agg(signal ORDER BY n) AS signals
+                "UPDATE cluster_attempts AS c SET nudges = c.nudges || s.nudges
+                 FROM (SELECT task_id, attempt, array_agg(nudge ORDER BY n) AS nudges
                        FROM UNNEST($1::int8[], $2::int4[], $3::text[]) WITH ORDINALITY
-                            AS u(task_id, attempt, signal, n)
+                            AS u(task_id, attempt, nudge, n)
                        GROUP BY task_id, attempt) AS s
                  WHERE c.task_id = s.task_id AND c.attempt = s.attempt",
                 vec![&g.0, &g.1, &g.2],
@@ -178,9 +178,12 @@ impl PlacementRows {
     }
 }
 
-/// The `signals` column as signals (a name this binary does not know is left out).
-fn signals_of(names: Vec<String>) -> Vec<TaskSignal> {
-    names.iter().filter_map(|name| name.parse().ok()).collect()
+/// The `nudges` column (JSON texts) as nudges (one this binary cannot read is left out).
+fn nudges_of(texts: Vec<String>) -> Vec<Nudge> {
+    texts
+        .iter()
+        .filter_map(|text| serde_json::from_str(text).ok())
+        .collect()
 }
 
 /// An attempt number as the `integer` column.
@@ -272,7 +275,7 @@ impl PostgresStore {
         self.read(|conn| async move {
             let rows = conn
                 .query(
-                    "SELECT task_id, attempt, spec, stop, launched_by, paused, signals FROM cluster_attempts
+                    "SELECT task_id, attempt, spec, stop, launched_by, paused, nudges FROM cluster_attempts
                      WHERE node = $1 AND outcome IS NULL ORDER BY task_id",
                     &[&node],
                 )
@@ -286,7 +289,7 @@ impl PostgresStore {
                     stop: row.try_get(3).map_err(pg)?,
                     launched_by: row.try_get(4).map_err(pg)?,
                     paused: row.try_get(5).map_err(pg)?,
-                    signals: signals_of(row.try_get(6).map_err(pg)?),
+                    nudges: nudges_of(row.try_get(6).map_err(pg)?),
                 });
             }
             Ok(attempts)

@@ -133,9 +133,11 @@ const MIGRATIONS: &[&str] = &[
     // 7: stashed tasks (status code 9): no table changes, but records a daemon of an
     // earlier version cannot read; the version makes it refuse the store.
     "SELECT 1;",
-    // 8: signals for a placed attempt's process group (`orch kill --signal`), by name, in
-    // the order they were asked for; its node passes on those it has not yet.
-    "ALTER TABLE cluster_attempts ADD COLUMN signals text[] NOT NULL DEFAULT '{}';",
+    // 8: signals and input for a placed attempt (`orch kill --signal`, `orch send`), as
+    // JSON, in the order they were asked for; its node passes on those it has not yet.
+    // Tasks may take input (a spec's `stdin`), which a daemon of an earlier version
+    // cannot read.
+    "ALTER TABLE cluster_attempts ADD COLUMN nudges text[] NOT NULL DEFAULT '{}';",
 ];
 
 /// The schema version this binary writes.

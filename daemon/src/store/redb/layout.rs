@@ -12,6 +12,8 @@
 //!   are made at open); the version makes an earlier daemon refuse the file.
 //! - Layout 5: tasks may be stashed (status code 9), which a daemon of an earlier layout
 //!   cannot read: nothing to migrate, the version makes it refuse the file.
+//! - Layout 6: tasks may take input (a spec's `stdin`), which a daemon of an earlier
+//!   layout cannot read: nothing to migrate, the version makes it refuse the file.
 //!
 //! A migration runs in one write transaction: a crash during it leaves the file at its
 //! old layout, migrated again at the next open. A file of a newer layout is refused (this
@@ -24,7 +26,7 @@ use super::{BY_LABEL, META, TASKS, WORKFLOWS, backend, decode};
 use crate::store::StoreError;
 
 /// The layout this daemon writes.
-pub(super) const CURRENT: u64 = 5;
+pub(super) const CURRENT: u64 = 6;
 
 /// The `meta` key holding the layout version.
 const LAYOUT: &str = "layout";

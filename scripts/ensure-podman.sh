@@ -47,7 +47,10 @@ fi
 if ! ping_ok; then
   say "starting podman system service on $SOCK (log: $LOG)"
   mkdir -p "$(dirname "$SOCK")"
-  setsid nohup podman system service --time=0 "$DOCKER_HOST_VALUE" >>"$LOG" 2>&1 </dev/null &
+  # Started in /: the service outlives this run, and conmon inherits its working
+  # directory (one that is removed later, a test clone's, makes every container start
+  # fail with "Failed to get working directory").
+  (cd / && setsid nohup podman system service --time=0 "$DOCKER_HOST_VALUE" >>"$LOG" 2>&1 </dev/null &)
   for _ in $(seq 60); do # bounded: ~30 s
     ping_ok && break
     sleep 0.5

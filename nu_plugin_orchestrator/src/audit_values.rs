@@ -6,6 +6,7 @@ use nu_protocol::{Filesize, IntoValue, Span, Value};
 use orch_protocol::{AuditEntry, AuditReport, AuditSegment};
 
 use crate::convert::date;
+use crate::typed::Typed;
 
 /// One row of `orch audit`.
 #[derive(IntoValue)]
@@ -17,7 +18,7 @@ struct AuditRow {
     action: String,
     ok: bool,
     outcome: String,
-    params: serde_json::Value,
+    params: Typed,
     hash: String,
 }
 
@@ -31,7 +32,7 @@ pub fn audit_entry(entry: &AuditEntry, span: Span) -> Value {
         action: entry.action.clone(),
         ok: entry.ok,
         outcome: entry.outcome.clone(),
-        params: entry.params.clone(),
+        params: Typed(entry.params.clone()),
         hash: entry.hash.clone(),
     }
     .into_value(span)

@@ -259,7 +259,7 @@ struct EventRow {
     at: DateTime<FixedOffset>,
     task: i64,
     event: &'static str,
-    details: serde_json::Value,
+    details: crate::typed::Typed,
 }
 
 /// One event of `orch watch`.
@@ -274,7 +274,7 @@ pub fn event(event: &Event, span: Span) -> Value {
         at: date(event.at),
         task: event.task as i64,
         event: event.kind.name(),
-        details: serde_json::Value::Object(details),
+        details: crate::typed::Typed(serde_json::Value::Object(details)),
     }
     .into_value(span)
 }

@@ -11,6 +11,8 @@
 //!   (datetime, duration): rows are structs deriving `IntoValue`.
 //! - [`json`]: Nushell values as JSON (task parameters, request records).
 //! - [`testenv_values`]: test environments and topologies as Nushell values.
+//! - [`typed`]: the daemon's nested JSON with real types (durations, file sizes,
+//!   datetimes) by one rule, and back.
 //! - [`workflow_values`]: workflows, plans and the extensions registry as Nushell values.
 
 pub mod audit_values;
@@ -22,6 +24,7 @@ pub mod json;
 pub mod queue_values;
 pub mod schedule_values;
 pub mod testenv_values;
+pub mod typed;
 pub mod workflow_values;
 
 use std::sync::Mutex;

@@ -1,75 +1,103 @@
 //! Nushell values for test environments and topologies (rows derive [`IntoValue`], as in
-//! [`crate::convert`]).
+//! [`crate::convert`]; what the daemon sends as nested JSON is [`Typed`]).
 
 use chrono::{DateTime, FixedOffset};
 use nu_protocol::{IntoValue, LabeledError, Span, Value};
 use orch_protocol::{EnvState, TestEnv};
 
-use crate::convert::date;
+use crate::convert::{date, joined};
+use crate::typed::Typed;
 
-/// A serializable value as a Nushell value (through JSON).
-fn value_of<T: serde::Serialize>(item: &T, span: Span) -> Value {
-    serde_json::to_value(item)
-        .unwrap_or_default()
-        .into_value(span)
+/// What `orch test env show` (and `create`, `run`) add to an environment's summary: its
+/// network, nodes, probes, test results and (when it failed) diagnostics, typed
+/// ([`Typed`]).
+#[derive(IntoValue)]
+struct EnvDetails {
+    network: String,
+    nodes: Typed,
+    probes: Typed,
+    results: Typed,
+    diagnostics: Option<Typed>,
 }
 
-/// One test environment: its status, stage and error at the top, then its nodes,
-/// probes, test results and (when it failed) diagnostics.
+/// One test environment as `orch test env list` shows it: what it is and how it stands.
 #[derive(IntoValue)]
-struct EnvRow {
+struct EnvSummary {
     id: i64,
     name: String,
     kind: String,
     status: &'static str,
     stage: Option<&'static str>,
     error: Option<String>,
-    tests: String,
+    tests: TestCounts,
+    nodes: i64,
     created: DateTime<FixedOffset>,
     expires: DateTime<FixedOffset>,
-    network: String,
     /// The daemon's node whose container engine holds it (in a cluster).
     cluster_node: Option<String>,
-    nodes: Value,
-    probes: Value,
-    results: Value,
-    state: Value,
-    diagnostics: Option<Value>,
+    state: Typed,
 }
 
-/// One test environment: its status, stage and error at the top, then its nodes,
-/// probes, test results and (when it failed) diagnostics.
-pub fn env(env: &TestEnv, span: Span) -> Value {
+/// How an environment's tests went.
+#[derive(IntoValue)]
+struct TestCounts {
+    passed: i64,
+    failed: i64,
+    total: i64,
+}
+
+/// One test environment as a row of `orch test env list`.
+pub fn env_summary(env: &TestEnv, span: Span) -> Value {
     let (stage, error) = match &env.state {
         EnvState::Starting { stage, .. } => (Some(stage.as_str()), None),
         EnvState::Failed { stage, error, .. } => (Some(stage.as_str()), Some(error.clone())),
         EnvState::Deleting { .. } => (Some("deleting"), None),
         _ => (None, None),
     };
-    let passed = env.results.iter().filter(|r| r.passed).count();
-    EnvRow {
+    let passed = env.results.iter().filter(|r| r.passed).count() as i64;
+    let total = env.results.len() as i64;
+    EnvSummary {
         id: env.id as i64,
         name: env.name.clone(),
         kind: env.kind.clone(),
         status: env.state.status(),
         stage,
         error,
-        tests: format!("{passed}/{} passed", env.results.len()),
+        tests: TestCounts {
+            passed,
+            failed: total - passed,
+            total,
+        },
+        nodes: env.nodes.len() as i64,
         created: date(env.created_at),
         expires: date(env.expires_at),
-        network: env.network.clone(),
         cluster_node: env.node.clone(),
-        nodes: value_of(&env.nodes, span),
-        probes: value_of(&env.probes, span),
-        results: value_of(&env.results, span),
-        state: value_of(&env.state, span),
-        diagnostics: env.diagnostics.as_ref().map(|d| value_of(d, span)),
+        state: Typed::of(&env.state),
     }
     .into_value(span)
 }
-/// A topology template.
+
+/// One test environment in full: its summary, then its network, nodes, probes, test
+/// results and (when it failed) diagnostics.
+pub fn env(env: &TestEnv, span: Span) -> Value {
+    let details = EnvDetails {
+        network: env.network.clone(),
+        nodes: Typed::of(&env.nodes),
+        probes: Typed::of(&env.probes),
+        results: Typed::of(&env.results),
+        diagnostics: env.diagnostics.as_ref().map(Typed::of),
+    };
+    // The summary's node count gives way to the nodes themselves.
+    let mut summary = env_summary(env, span);
+    if let Value::Record { val, .. } = &mut summary {
+        val.to_mut().remove("nodes");
+    }
+    joined(summary, details, span)
+}
+
+/// A topology template, typed ([`Typed`]).
 pub fn topology<T: serde::Serialize>(topology: &T, span: Span) -> Value {
-    value_of(topology, span)
+    Typed::of(topology).into_value(span)
 }
 
 /// The environment as a value, or an error when it failed (also when it was deleted after

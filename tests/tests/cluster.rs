@@ -728,7 +728,7 @@ fn test_environments_go_to_the_node_labelled_docker_and_are_reached_from_any_nod
     let run = leader.json(&format!("orch test env run {id} | select status tests"));
     assert_eq!(
         run,
-        serde_json::json!({"status": "ready", "tests": "1/1 passed"})
+        serde_json::json!({"status": "ready", "tests": {"passed": 1, "failed": 0, "total": 1}})
     );
     let log = leader.run(&format!("orch test env logs {id}"));
     assert!(
@@ -744,7 +744,7 @@ fn test_environments_go_to_the_node_labelled_docker_and_are_reached_from_any_nod
     ));
     assert_eq!(
         run,
-        serde_json::json!({"status": "ready", "tests": "1/1 passed", "cluster_node": "n3"})
+        serde_json::json!({"status": "ready", "tests": {"passed": 1, "failed": 0, "total": 1}, "cluster_node": "n3"})
     );
     // n3 down (leading or not): a request about it says so (no other node holds its
     // containers); n2 leads by then.
@@ -858,7 +858,9 @@ fn a_pause_signal_or_input_asked_of_a_standby_reaches_the_task_on_the_node_that_
         (status == "running").then_some(())
     });
     standby.run(&format!("orch send {reader} 'from n3' | ignore"));
-    let status = standby.json(&format!("orch wait {reader} --timeout 20sec | get 0.status"));
+    let status = standby.json(&format!(
+        "orch wait {reader} --timeout 20sec | get 0.status"
+    ));
     assert_eq!(status, "succeeded");
     assert_eq!(std::fs::read_to_string(&read).unwrap(), "from n3\n");
 }

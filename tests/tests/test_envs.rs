@@ -53,7 +53,7 @@ fn a_server_environment_installs_redis_and_postgres_in_order_and_runs_their_test
     ));
     assert_eq!(
         run,
-        json!({"status": "ready", "tests": "2/2 passed", "results.passed": [true, true]})
+        json!({"status": "ready", "tests": {"passed": 2, "failed": 0, "total": 2}, "results.passed": [true, true]})
     );
     let logs = nu.run(&format!("orch test env logs {id}"));
     assert!(logs.contains("install postgres (exit 0"), "{logs}");
@@ -104,7 +104,7 @@ fn an_etcd_cluster_reaches_quorum_and_replicates_a_key() {
         "{containers:?} {networks:?}"
     );
     let run = nu.provisioning_json(&format!("orch test env run {} | get tests", env["id"]));
-    assert_eq!(run, "3/3 passed");
+    assert_eq!(run, json!({"passed": 3, "failed": 0, "total": 3}));
     nu.provisioning_json(&format!("orch test env delete {} | get status", env["id"]));
     assert_eq!(sweeper.leftovers(), (vec![], vec![]));
 }
@@ -118,7 +118,7 @@ fn the_postgres_redis_topology_becomes_ready_and_passes_its_tests() {
         "provisioning test topology load postgres_redis | provisioning test env cluster stack --auto-cleanup | select status tests results.node",
     );
     assert_eq!(env["status"], "deleted", "{env:#}");
-    assert_eq!(env["tests"], "2/2 passed");
+    assert_eq!(env["tests"], json!({"passed": 2, "failed": 0, "total": 2}));
     let mut nodes: Vec<String> = serde_json::from_value(env["results.node"].clone()).unwrap();
     nodes.sort();
     assert_eq!(nodes, ["cache", "db"]);
@@ -226,7 +226,8 @@ fn kubernetes_topologies_are_created_structurally_and_the_limit_holds() {
     );
     assert_eq!(
         env["nodes"][1]["resources"],
-        json!({"cpus": 1.0, "memory_mb": 1024})
+        json!({"cpus": 1.0, "memory_mb": 1024 * 1024 * 1024}),
+        "memory_mb is a file size: 1 GiB, in bytes as JSON"
     );
     let (containers, networks) = sweeper.leftovers();
     assert_eq!((containers.len(), networks.len()), (3, 1));

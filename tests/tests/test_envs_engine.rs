@@ -126,7 +126,10 @@ fn a_hung_engine_does_not_delay_serving_and_env_requests_work_once_it_answers() 
         .ok()
     });
     let env: Value = serde_json::from_str(env.trim()).unwrap();
-    assert_eq!(env, json!({"status": "deleted", "tests": "1/1 passed"}));
+    assert_eq!(
+        env,
+        json!({"status": "deleted", "tests": {"passed": 1, "failed": 0, "total": 1}})
+    );
     assert_eq!(sweeper.leftovers(), (vec![], vec![]));
 }
 

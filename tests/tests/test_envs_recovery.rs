@@ -13,7 +13,7 @@ use orch_e2e::{Daemon, Nu, PROVISIONING_MODULE as MODULE, eventually};
 use orch_protocol::{
     ClientError, EnvRequest, EnvSpec, ErrorKind, Request, Response, Topology, TopologyNode,
 };
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// Waits until the first of the environment's three containers is gone, then kills the
 /// daemon; checks that the deletion was caught halfway (something of it remained).
@@ -82,7 +82,11 @@ fn kill_9_during_an_auto_cleanup_removal_then_restart_finishes_the_deletion() {
     daemon.restart();
     assert_deletion_finished(&nu, &sweeper, &id, "auto_cleanup");
     let tests = nu.json(&format!("orch test env show {id} | get tests"));
-    assert_eq!(tests, "3/3 passed", "it was being removed after its run");
+    assert_eq!(
+        tests,
+        json!({"passed": 3, "failed": 0, "total": 3}),
+        "it was being removed after its run"
+    );
 }
 
 /// Live (not zombie) processes started for a test environment by the daemon whose test

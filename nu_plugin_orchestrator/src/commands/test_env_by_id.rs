@@ -122,7 +122,7 @@ impl SimplePluginCommand for EnvList {
         {
             Response::Envs { envs } => Ok(Value::list(
                 envs.iter()
-                    .map(|e| testenv_values::env(e, call.head))
+                    .map(|e| testenv_values::env_summary(e, call.head))
                     .collect(),
                 call.head,
             )),

@@ -7,7 +7,6 @@ use orch_protocol::{EnvRequest, EnvSpec, Request, Resources, Response, Topology}
 use super::args;
 use crate::OrchestratorPlugin;
 use crate::connection::{labeled, unexpected};
-use crate::json::value_to_json;
 use crate::testenv_values;
 
 /// `orch test env create`
@@ -149,7 +148,7 @@ fn topology(
     input: &Value,
 ) -> Result<Topology, LabeledError> {
     if let Value::Record { .. } = input {
-        return serde_json::from_value(value_to_json(input)?).map_err(|e| {
+        return serde_json::from_value(crate::typed::untyped(input)?).map_err(|e| {
             LabeledError::new("invalid topology")
                 .with_label(format!("not a topology: {e}"), input.span())
         });

@@ -126,6 +126,13 @@ fn the_unit_is_printed_written_verified_runs_the_daemon_and_is_removed() {
         nu.try_run("orch health | get status").ok()
     });
     assert_eq!(nu.json("orch submit --wait true | get status"), "succeeded");
+    let beside = nu
+        .try_run(&format!("{env} orch daemon install {flags}"))
+        .unwrap_err();
+    assert!(
+        beside.contains("a daemon already runs on this socket"),
+        "{beside}"
+    );
     assert!(
         data_dir.join("orchestrator.log").exists(),
         "the daemon runs on the data directory the flags named"

@@ -339,6 +339,7 @@ impl Runner {
         let mut out = tokio::spawn(pump_output(stdout, log.clone(), progress));
         let mut err = tokio::spawn(pump_output(stderr, log, None));
         let outcome = supervise(&mut child, &mut launch, &mut input).await;
+        input.close();
         // Output after the process ended is still logged, for a short while; a background
         // child that keeps the pipes open is not followed further (its output is dropped,
         // and the pipes are closed on our side).

@@ -3,8 +3,10 @@
 //! manager does not answer (a container, a machine without a login session), the unit is
 //! written (or, with `--print`, only shown) and the answer says how to enable it.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use nu_plugin::{EngineInterface, EvaluatedCall, SimplePluginCommand};
 use nu_protocol::{
@@ -12,6 +14,7 @@ use nu_protocol::{
 };
 
 use super::daemon_start::{DaemonLaunch, create_data_dir, daemon_flags, shell_env};
+use super::daemon_status::is_running;
 use crate::OrchestratorPlugin;
 
 /// The unit's file name.
@@ -35,7 +38,7 @@ impl SimplePluginCommand for DaemonInstall {
     }
 
     fn extra_description(&self) -> &str {
-        "Writes the unit into $XDG_CONFIG_HOME/systemd/user (else ~/.config/systemd/user), then enables and starts it with `systemctl --user`. Where systemd's user manager does not answer, the unit is written and the answer says how to enable it; --print only shows it. The service runs with the shell's PATH. Its KillMode is `process`: stopping the service stops the daemon, whose supervisor keeps running tasks going for the next start (as `orch daemon stop --leave-running`)."
+        "Writes the unit into $XDG_CONFIG_HOME/systemd/user (else ~/.config/systemd/user), then enables and starts it with `systemctl --user`. Where systemd's user manager does not answer, the unit is written and the answer says how to enable it; --print only shows it. The service runs with the shell's PATH. Stopping the service stops the daemon as `orch daemon stop` does (running tasks are requeued and run at the next start); its KillMode is `process`, so that the daemon stops its tasks itself. A daemon already answering on the socket is refused (the service's could not start beside it); once enabled, the service's daemon must answer within 10 seconds."
     }
 
     fn signature(&self) -> Signature {
@@ -68,13 +71,21 @@ impl SimplePluginCommand for DaemonInstall {
         let head = call.head;
         let launch = DaemonLaunch::of_call(call, engine)?;
         let binary = absolute_binary(&launch.binary, engine, head)?;
+        let print = call.has_flag("print")?;
+        if !print && is_running(engine) {
+            return Err(LabeledError::new("a daemon already runs on this socket")
+                .with_label(
+                    "the service's daemon could not start beside it: stop it first (`orch daemon stop`)",
+                    head,
+                ));
+        }
         let path = shell_env(engine)?
             .into_iter()
             .find_map(|(name, value)| (name == "PATH").then_some(value));
         let text = unit_text(&binary, &launch.args, path.as_deref())
             .map_err(|problem| LabeledError::new(problem).with_label("in this install", head))?;
         let unit = unit_dir(engine, head)?.join(UNIT_NAME);
-        if call.has_flag("print")? {
+        if print {
             return Ok(answer(
                 None,
                 &text,
@@ -88,7 +99,10 @@ impl SimplePluginCommand for DaemonInstall {
         let (enabled, note) = match systemctl(engine, &["daemon-reload"]) {
             Err(why) => (false, absent_note(&why)),
             Ok(()) => match systemctl(engine, &["enable", "--now", UNIT_NAME]) {
-                Ok(()) => (true, "enabled and started".to_string()),
+                Ok(()) => {
+                    answers_within(engine, Duration::from_secs(10), head)?;
+                    (true, "enabled and started".to_string())
+                }
                 Err(why) => {
                     return Err(LabeledError::new("systemd did not enable the service")
                         .with_label(why, head)
@@ -154,6 +168,30 @@ impl SimplePluginCommand for DaemonUninstall {
     }
 }
 
+/// Waits until the service's daemon answers on the shell's socket (systemd says a
+/// `Type=simple` service started once its process did, whatever became of it).
+fn answers_within(
+    engine: &EngineInterface,
+    wait: Duration,
+    head: Span,
+) -> Result<(), LabeledError> {
+    let deadline = Instant::now() + wait;
+    while !is_running(engine) {
+        if Instant::now() >= deadline {
+            return Err(LabeledError::new("the service's daemon did not answer")
+                .with_label(
+                    format!("no answer within {wait:?} of `systemctl --user enable --now`"),
+                    head,
+                )
+                .with_help(format!(
+                    "`journalctl --user -u {UNIT_NAME}` says why; `orch daemon uninstall` removes the service"
+                )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}
+
 /// The answer of an install.
 fn answer(unit: Option<&Path>, text: &str, enabled: bool, note: String, head: Span) -> Value {
     record! {
@@ -173,31 +211,31 @@ fn absent_note(why: &str) -> String {
 }
 
 /// The unit for `binary` started with `args`, tasks seeing `path` as PATH; an argument
-/// systemd cannot carry (a line break) is refused.
-pub fn unit_text(binary: &Path, args: &[String], path: Option<&str>) -> Result<String, String> {
-    let binary = binary
-        .to_str()
-        .ok_or_else(|| format!("the binary's path is not UTF-8: {}", binary.display()))?;
-    let mut words = vec![quoted(binary)?];
+/// systemd cannot carry (a line break, text that is not UTF-8) is refused.
+pub fn unit_text(binary: &Path, args: &[OsString], path: Option<&str>) -> Result<String, String> {
+    let mut words = vec![quoted(utf8(binary.as_os_str())?, Expands::Variables)?];
     for arg in args {
-        words.push(quoted(arg)?);
+        words.push(quoted(utf8(arg)?, Expands::Variables)?);
     }
     let environment = match path {
-        Some(path) => format!("Environment={}\n", quoted(&format!("PATH={path}"))?),
+        Some(path) => {
+            let setting = quoted(&format!("PATH={path}"), Expands::SpecifiersOnly)?;
+            format!("Environment={setting}\n")
+        }
         None => String::new(),
     };
     Ok(format!(
         "# Written by `orch daemon install`; `orch daemon uninstall` removes it.
 [Unit]
 Description=provisioning-orchestrator: queued tasks, workflows and test environments
-After=network-online.target
 
 [Service]
 Type=simple
 ExecStart={exec}
 {environment}Restart=on-failure
 RestartSec=2
-# Only the daemon: its supervisor keeps running tasks going for the next start.
+# The stop goes to the daemon alone, which stops its tasks through their supervisor
+# (requeued, as with `orch daemon stop`) rather than systemd killing them under it.
 KillMode=process
 TimeoutStopSec=30
 
@@ -208,9 +246,24 @@ WantedBy=default.target
     ))
 }
 
-/// `word` as one quoted word of a unit's command line: `\` and `"` escaped, `%`
-/// (specifiers) and `$` (variables) doubled. A control character is refused.
-fn quoted(word: &str) -> Result<String, String> {
+/// What systemd expands in a setting's words.
+#[derive(Clone, Copy, PartialEq)]
+enum Expands {
+    /// Specifiers (`%h`) and variables (`$HOME`): a command line.
+    Variables,
+    /// Specifiers only: `Environment=`.
+    SpecifiersOnly,
+}
+
+/// `text` as UTF-8, which a unit file is.
+fn utf8(text: &std::ffi::OsStr) -> Result<&str, String> {
+    text.to_str()
+        .ok_or_else(|| format!("{text:?} is not UTF-8, which a systemd unit cannot carry"))
+}
+
+/// `word` as one quoted word of a unit's setting: `\` and `"` escaped, `%` (specifiers)
+/// doubled, and `$` (variables) where `expands` says so. A control character is refused.
+fn quoted(word: &str, expands: Expands) -> Result<String, String> {
     if let Some(c) = word.chars().find(|c| c.is_control()) {
         return Err(format!(
             "{word:?} holds the control character {c:?}, which a systemd unit cannot carry"
@@ -223,7 +276,7 @@ fn quoted(word: &str) -> Result<String, String> {
             '\\' => out.push_str("\\\\"),
             '"' => out.push_str("\\\""),
             '%' => out.push_str("%%"),
-            '$' => out.push_str("$$"),
+            '$' if expands == Expands::Variables => out.push_str("$$"),
             c => out.push(c),
         }
     }
@@ -322,31 +375,30 @@ mod tests {
 
     #[test]
     fn every_argument_is_one_quoted_word_with_specifiers_and_variables_kept_literal() {
-        let args = [
-            "--data-dir".to_string(),
-            r#"/srv/a "b" 100% $HOME\x"#.to_string(),
-        ];
-        let text = unit_text(Path::new("/opt/orch bin/po"), &args, Some("/usr/bin:/bin")).unwrap();
+        let args = ["--data-dir".into(), r#"/srv/a "b" 100% $HOME\x"#.into()];
+        let text = unit_text(Path::new("/opt/orch bin/po"), &args, Some("/usr/bin:/$x%")).unwrap();
         assert!(
             text.contains(
                 r#"ExecStart="/opt/orch bin/po" "--data-dir" "/srv/a \"b\" 100%% $$HOME\\x""#
             ),
             "{text}"
         );
+        // Environment= expands specifiers, not variables.
         assert!(
-            text.contains("Environment=\"PATH=/usr/bin:/bin\"\n"),
+            text.contains("Environment=\"PATH=/usr/bin:/$x%%\"\n"),
             "{text}"
         );
         assert!(text.contains("KillMode=process"));
     }
 
     #[test]
-    fn a_line_break_in_an_argument_is_refused_naming_it() {
-        let args = [
-            "--data-dir".to_string(),
-            "/srv/a\nExecStartPre=/bin/evil".to_string(),
-        ];
+    fn a_line_break_or_text_that_is_not_utf8_is_refused_naming_it() {
+        let args = ["--data-dir".into(), "/srv/a\nExecStartPre=/bin/evil".into()];
         let error = unit_text(Path::new("/bin/po"), &args, None).unwrap_err();
         assert!(error.contains("control character '\\n'"), "{error}");
+        use std::os::unix::ffi::OsStringExt as _;
+        let args = [OsString::from_vec(b"/srv/\xff".to_vec())];
+        let error = unit_text(Path::new("/bin/po"), &args, None).unwrap_err();
+        assert!(error.contains("is not UTF-8"), "{error}");
     }
 }

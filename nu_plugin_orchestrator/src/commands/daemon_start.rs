@@ -1,5 +1,6 @@
 //! `orch daemon start`: start the daemon in the background and wait until it answers.
 
+use std::ffi::OsString;
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -143,8 +144,8 @@ pub(super) struct DaemonLaunch {
     pub binary: PathBuf,
     /// Its data directory, absolute.
     pub data_dir: PathBuf,
-    /// Its arguments.
-    pub args: Vec<String>,
+    /// Its arguments (paths as they are: not every path is UTF-8).
+    pub args: Vec<OsString>,
 }
 
 impl DaemonLaunch {
@@ -162,15 +163,15 @@ impl DaemonLaunch {
             Some(path) => cwd.join(path),
             None => default_binary(),
         };
-        let mut args = vec![
-            "--quiet".to_string(),
-            "--data-dir".to_string(),
-            text_of(&data_dir, "data-dir", call)?,
-            "--socket".to_string(),
-            text_of(&socket_path(engine), "socket", call)?,
+        let mut args: Vec<OsString> = vec![
+            "--quiet".into(),
+            "--data-dir".into(),
+            data_dir.clone().into(),
+            "--socket".into(),
+            socket_path(engine).into(),
         ];
         if let Some(n) = optional_flag::<i64>(call, "parallel")? {
-            args.extend(["--parallel".to_string(), n.to_string()]);
+            args.extend(["--parallel".into(), n.to_string().into()]);
         }
         retention_args(call, &mut args)?;
         Ok(DaemonLaunch {
@@ -179,14 +180,6 @@ impl DaemonLaunch {
             args,
         })
     }
-}
-
-/// `path` as text (a path that is not UTF-8 is refused, naming `what`).
-fn text_of(path: &Path, what: &str, call: &EvaluatedCall) -> Result<String, LabeledError> {
-    path.to_str().map(str::to_string).ok_or_else(|| {
-        LabeledError::new(format!("the {what} path is not UTF-8"))
-            .with_label(path.display().to_string(), call.head)
-    })
 }
 
 /// Creates the data directory, owner-only: the store holds every task's parameters.
@@ -203,10 +196,10 @@ pub(super) fn create_data_dir(data_dir: &Path, head: Span) -> Result<(), Labeled
 
 /// Passes the retention flags on (the daemon checks their values and names the flag of a
 /// bad one).
-fn retention_args(call: &EvaluatedCall, args: &mut Vec<String>) -> Result<(), LabeledError> {
+fn retention_args(call: &EvaluatedCall, args: &mut Vec<OsString>) -> Result<(), LabeledError> {
     for flag in ["retain-finished", "retain-events"] {
         if let Some(value) = optional_flag::<String>(call, flag)? {
-            args.extend([format!("--{flag}"), value]);
+            args.extend([format!("--{flag}").into(), value.into()]);
         }
     }
     let labels = match call.get_flag_value("retain-label") {
@@ -215,7 +208,7 @@ fn retention_args(call: &EvaluatedCall, args: &mut Vec<String>) -> Result<(), La
         _ => Vec::new(),
     };
     for label in labels {
-        args.extend(["--retain-label".to_string(), String::from_value(label)?]);
+        args.extend(["--retain-label".into(), String::from_value(label)?.into()]);
     }
     Ok(())
 }

@@ -10,6 +10,7 @@
 //! - [`convert`]: tasks, events and health reports as Nushell values with real types
 //!   (datetime, duration): rows are structs deriving `IntoValue`.
 //! - [`json`]: Nushell values as JSON (task parameters, request records).
+//! - [`progress`]: the live display on the terminal while a command waits for tasks.
 //! - [`testenv_values`]: test environments and topologies as Nushell values.
 //! - [`typed`]: the daemon's nested JSON with real types (durations, file sizes,
 //!   datetimes) by one rule, and back.
@@ -21,6 +22,7 @@ pub mod completions;
 pub mod connection;
 pub mod convert;
 pub mod json;
+pub mod progress;
 pub mod queue_values;
 pub mod schedule_values;
 pub mod testenv_values;

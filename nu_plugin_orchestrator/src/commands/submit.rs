@@ -282,7 +282,8 @@ A task reports progress by printing a JSON line such as {"progress": 40, "messag
         let mut tasks = expect_tasks(answer, call.head)?;
         if call.has_flag("wait")? {
             // The same connection: the wait is one more round trip, not a new command.
-            let ids = tasks.iter().map(|t| t.id).collect();
+            let ids: Vec<_> = tasks.iter().map(|t| t.id).collect();
+            let _display = crate::progress::Display::start(engine, &ids);
             let answer = plugin
                 .call(engine, &Request::Wait { ids })
                 .map_err(|e| labeled(e, call.head, &[]))?;

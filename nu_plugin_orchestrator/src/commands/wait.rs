@@ -28,6 +28,10 @@ impl PluginCommand for Wait {
         "Wait until tasks reach a final state (succeeded, failed, cancelled or dependency_failed) and return them. Ctrl-C stops waiting."
     }
 
+    fn extra_description(&self) -> &str {
+        "On a terminal, a live display shows the counts and a bar per running task (its progress and message) while it waits, and is cleared at the end; `$env.config.plugins.orchestrator.progress = false` turns it off."
+    }
+
     fn signature(&self) -> Signature {
         Signature::build(self.name())
             .input_output_types(vec![
@@ -107,6 +111,7 @@ impl PluginCommand for Wait {
         let mut client = plugin
             .connect(engine)
             .map_err(|e| labeled(e, call.head, &[]))?;
+        let _display = crate::progress::Display::start(engine, &ids);
         let signals = engine.signals().clone();
         let expired = || deadline.is_some_and(|d| Instant::now() >= d);
         let stop = || signals.interrupted() || expired();

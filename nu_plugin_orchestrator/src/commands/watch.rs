@@ -11,6 +11,7 @@ use super::args;
 use crate::OrchestratorPlugin;
 use crate::connection::labeled;
 use crate::convert;
+use crate::progress::{LiveError, Source, TaskPoll};
 
 /// `orch watch`
 pub struct Watch;
@@ -27,7 +28,7 @@ impl PluginCommand for Watch {
     }
 
     fn extra_description(&self) -> &str {
-        "The stream runs until Ctrl-C, with --task until that task is final, with --workflow until that workflow is final. Use `first N` to stop after N events."
+        "The stream runs until Ctrl-C, with --task until that task is final, with --workflow until that workflow is final. Use `first N` to stop after N events. With --live, a compact view replaces the events on a terminal: the counts and a bar per running task with its progress and message, redrawn until Ctrl-C (or the end of --task or --workflow), then cleared."
     }
 
     fn signature(&self) -> Signature {
@@ -52,6 +53,11 @@ impl PluginCommand for Watch {
                 Some('s'),
             )
             .switch("all", "Replay the whole event log first.", Some('a'))
+            .switch(
+                "live",
+                "Instead of events, a compact live view on the terminal: counts and a bar per running task (of the queue, --task or --workflow), until Ctrl-C or the end.",
+                Some('l'),
+            )
             .category(Category::Custom("orchestrator".into()))
     }
 
@@ -73,6 +79,16 @@ impl PluginCommand for Watch {
                 result: None,
             },
             Example {
+                example: "orch watch --live",
+                description: "Watch the queue's counts and running tasks until Ctrl-C",
+                result: None,
+            },
+            Example {
+                example: "orch watch --live --workflow 12",
+                description: "Watch workflow 12's steps run until it is final",
+                result: None,
+            },
+            Example {
                 example: "orch watch --all | where event == failed | first 5",
                 description: "The first five failures in the log, waiting for more if needed",
                 result: None,
@@ -91,6 +107,9 @@ impl PluginCommand for Watch {
         let task = task_arg.map(args::task_id).transpose()?;
         let workflow_arg: Option<Spanned<i64>> = call.get_flag("workflow")?;
         let workflow = workflow_arg.map(args::task_id).transpose()?;
+        if call.has_flag("live")? {
+            return live(plugin, engine, call, task_arg, workflow_arg);
+        }
         let since = match call.get_flag::<Spanned<i64>>("since")? {
             Some(seq) => Some(args::task_id(seq)?),
             None if call.has_flag("all")? => Some(0),
@@ -124,6 +143,55 @@ impl PluginCommand for Watch {
             ListStream::new(events, call.head, signals),
             None,
         ))
+    }
+}
+
+/// `orch watch --live`: the compact view of the queue, a task or a workflow, drawn until
+/// Ctrl-C or its end; nothing is returned.
+fn live(
+    plugin: &OrchestratorPlugin,
+    engine: &EngineInterface,
+    call: &EvaluatedCall,
+    task: Option<Spanned<i64>>,
+    workflow: Option<Spanned<i64>>,
+) -> Result<PipelineData, LabeledError> {
+    for replay in ["since", "all"] {
+        if let Some(span) = call.get_flag_span(replay) {
+            return Err(LabeledError::new("--live shows what runs now").with_label(
+                format!("--{replay} replays the event log: leave out --live for it"),
+                span,
+            ));
+        }
+    }
+    let (source, fields) = match (task, workflow) {
+        (Some(t), Some(w)) => {
+            return Err(LabeledError::new("one thing to watch")
+                .with_label("--task here", t.span)
+                .with_label("and --workflow here: give one of them", w.span));
+        }
+        (Some(t), None) => {
+            // An unknown task is an error now, not a display waiting for ever.
+            let id = args::task_id(t)?;
+            plugin
+                .call(engine, &Request::Get { id })
+                .map_err(|e| labeled(e, call.head, &[("id", t.span)]))?;
+            (Source::Tasks(TaskPoll::new(&[id])), vec![("id", t.span)])
+        }
+        (None, Some(w)) => (
+            Source::Workflow(args::task_id(w)?),
+            vec![("id", w.span), ("workflow", w.span)],
+        ),
+        (None, None) => (Source::Queue, Vec::new()),
+    };
+    let live_span = call.get_flag_span("live").unwrap_or(call.head);
+    match crate::progress::live(engine, source) {
+        Ok(_) => Ok(PipelineData::empty()),
+        Err(LiveError::NoTerminal) => Err(LabeledError::new("--live draws on a terminal")
+            .with_label(
+                "standard error is not a terminal here (or $env.config.plugins.orchestrator.progress is false): leave out --live for the event stream",
+                live_span,
+            )),
+        Err(LiveError::Daemon(e)) => Err(labeled(e, call.head, &fields)),
     }
 }
 

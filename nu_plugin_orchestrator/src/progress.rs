@@ -79,7 +79,7 @@ impl Drop for Display {
 
 /// Whether a display is wanted: standard error is a terminal that can draw, and the
 /// plugin's `progress` setting is not `false`.
-fn wanted(engine: &EngineInterface) -> bool {
+pub fn wanted(engine: &EngineInterface) -> bool {
     // SAFETY: isatty(3) only reads the descriptor's state.
     if unsafe { libc::isatty(libc::STDERR_FILENO) } != 1 {
         return false;

@@ -1,7 +1,8 @@
-//! The live progress display of `orch wait` and `orch submit --wait` through a real
-//! pseudo-terminal (`script` runs `nu` in one and copies what it draws): a header with
-//! the counts and a bar per running task with its progress and message, cleared before
-//! the answer; nothing on a pipe, and nothing when the setting turns it off.
+//! The live progress display of `orch wait`, `orch submit --wait`, `orch workflow submit
+//! --wait` and `orch watch --live` through a real pseudo-terminal (`script` runs `nu` in
+//! one and copies what it draws): a header with the counts and a bar per running task
+//! with its progress and message, cleared before the answer; nothing on a pipe, and
+//! nothing when the setting turns it off.
 
 use std::process::{Command, Stdio};
 
@@ -144,6 +145,29 @@ fn watch_live_draws_a_task_or_a_workflow_until_its_end_and_refuses_what_it_canno
         .find("workflow: succeeded")
         .expect("it ends with the workflow");
     assert!(header + first + second < answered, "{drawn:?}");
+
+    // A workflow submitted with --wait on a terminal is drawn the same way, and its
+    // answer is the finished workflow.
+    let drawn = on_a_terminal(
+        &daemon,
+        &format!(
+            "print $'waited: (r#'{workflow}'# | from json | orch workflow submit batch --wait | get status)'"
+        ),
+    );
+    let header = drawn
+        .find("two-steps running · 2 steps")
+        .unwrap_or_else(|| panic!("{drawn:?}"));
+    let answered = drawn
+        .find("waited: succeeded")
+        .unwrap_or_else(|| panic!("{drawn:?}"));
+    assert!(header < answered, "{drawn:?}");
+    let piped = nu.json(&format!(
+        "r#'{workflow}'# | from json | orch workflow submit batch --wait | get status"
+    ));
+    assert_eq!(
+        piped, "succeeded",
+        "off a terminal the daemon waits, as before"
+    );
 
     let not_a_terminal = nu.try_run("orch watch --live").unwrap_err();
     assert!(

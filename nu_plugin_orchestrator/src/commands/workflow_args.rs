@@ -226,18 +226,58 @@ pub fn submit(
     plugin: &OrchestratorPlugin,
     engine: &EngineInterface,
     call: &EvaluatedCall,
-    request: WorkflowRequest,
+    mut request: WorkflowRequest,
 ) -> Result<Value, LabeledError> {
+    // On a terminal, a wait shows the workflow's steps as they run: the workflow is
+    // created at once and followed here, then read again at its end.
+    let shown = request.wait() && !request.check_mode() && crate::progress::wanted(engine);
+    if shown {
+        request.set_wait(false);
+    }
     let answer = plugin
         .call(engine, &Request::WorkflowSubmit { workflow: request })
         .map_err(|e| labeled(e, call.head, &[]))?;
     match answer {
         Response::WorkflowSubmitted(outcome) => match *outcome {
             WorkflowSubmitted::Planned(plan) => Ok(workflow_values::plan(&plan, call.head)),
+            WorkflowSubmitted::Created(summary) if shown => {
+                follow(plugin, engine, call, summary.id)
+            }
             WorkflowSubmitted::Created(summary) => {
                 changed_workflow(plugin, engine, &summary, call.head)
             }
         },
+        other => Err(unexpected(other, call.head)),
+    }
+}
+
+/// Draws workflow `id`'s steps until it is final, then answers with it as a wait would
+/// have; Ctrl-C stops waiting (the workflow goes on).
+fn follow(
+    plugin: &OrchestratorPlugin,
+    engine: &EngineInterface,
+    call: &EvaluatedCall,
+    id: orch_protocol::WorkflowId,
+) -> Result<Value, LabeledError> {
+    let source = crate::progress::Source::Workflow(id);
+    if let Err(crate::progress::LiveError::Daemon(e)) = crate::progress::live(engine, source) {
+        return Err(labeled(e, call.head, &[]));
+    }
+    if engine.signals().interrupted() {
+        let interrupted =
+            orch_protocol::ClientError::Frame(orch_protocol::frame::FrameError::Interrupted);
+        return Err(labeled(interrupted, call.head, &[]));
+    }
+    let request = Request::Workflow {
+        id,
+        offset: 0,
+        limit: Some(0),
+    };
+    match plugin
+        .call(engine, &request)
+        .map_err(|e| labeled(e, call.head, &[]))?
+    {
+        Response::Workflow(view) => changed_workflow(plugin, engine, &view.workflow, call.head),
         other => Err(unexpected(other, call.head)),
     }
 }

@@ -168,6 +168,16 @@ impl WorkflowRequest {
         }
     }
 
+    /// Sets whether the answer waits for the end of the workflow.
+    pub fn set_wait(&mut self, wait: bool) {
+        match self {
+            WorkflowRequest::Servers(r) => r.run.wait = wait,
+            WorkflowRequest::Taskserv(r) => r.run.wait = wait,
+            WorkflowRequest::Cluster(r) => r.run.wait = wait,
+            WorkflowRequest::Batch(r) => r.wait = wait,
+        }
+    }
+
     /// The workspace the request names, if any.
     pub fn workspace(&self) -> Option<&Path> {
         match self {

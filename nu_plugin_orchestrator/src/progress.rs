@@ -44,6 +44,12 @@ impl Display {
     /// Starts a display of the tasks `ids` beside a wait, when the terminal and the
     /// settings ask for one.
     pub fn start(engine: &EngineInterface, ids: &[TaskId]) -> Option<Display> {
+        Display::beside(engine, Source::Tasks(TaskPoll::new(ids)))
+    }
+
+    /// Starts a display of `source` beside a wait, when the terminal and the settings ask
+    /// for one.
+    pub fn beside(engine: &EngineInterface, source: Source) -> Option<Display> {
         if !wanted(engine) {
             return None;
         }
@@ -51,7 +57,7 @@ impl Display {
         let stop = Arc::new(AtomicBool::new(false));
         let watching = Watch {
             socket,
-            source: Source::Tasks(TaskPoll::new(ids)),
+            source,
             stop: stop.clone(),
             started: Instant::now(),
         };
@@ -104,6 +110,14 @@ pub enum Source {
     Queue,
     /// One workflow: its step counts and running steps, until it is final.
     Workflow(WorkflowId),
+    /// A test environment being created (`orch test env create`): the newest one of
+    /// this name created since the display started, and its stage.
+    NewEnv {
+        /// Its name.
+        name: String,
+        /// When the display started.
+        since: chrono::DateTime<chrono::Utc>,
+    },
 }
 
 /// One look at a source: the header and the running tasks, and whether it is over.
@@ -191,6 +205,7 @@ impl Source {
             Source::Tasks(poll) => Ok(poll.look(client, elapsed)),
             Source::Queue => queue_frame(client, elapsed),
             Source::Workflow(id) => workflow_frame(client, *id, elapsed),
+            Source::NewEnv { name, since } => env_frame(client, name, *since, elapsed),
         }
     }
 }
@@ -342,6 +357,50 @@ fn workflow_frame(
         header,
         running,
         over: status.is_final(),
+    })
+}
+
+/// The newest test environment named `name` created since `since` (none yet: the
+/// daemon has not recorded it), and where its setting up is.
+fn env_frame(
+    client: &mut Client,
+    name: &str,
+    since: chrono::DateTime<chrono::Utc>,
+    elapsed: Duration,
+) -> Result<Frame, orch_protocol::ClientError> {
+    let Response::Envs { envs } = client.call(&Request::Envs)? else {
+        return Err(unexpected("test environments"));
+    };
+    // Created at least a second before the display started: the clocks are the same
+    // host's, but the record's time is taken before the answer.
+    let recent = since - chrono::Duration::seconds(1);
+    let env = envs
+        .iter()
+        .find(|e| e.name == name && e.created_at >= recent);
+    let header = match env {
+        None => format!(
+            "orch: test environment {name} · creating · {:.1}s",
+            elapsed.as_secs_f64()
+        ),
+        Some(env) => {
+            let stage = match &env.state {
+                orch_protocol::EnvState::Starting { stage, .. } => stage.as_str(),
+                state => state.status(),
+            };
+            format!(
+                "orch: test environment {} {name} ({}) · {stage} · {} node{} · {:.1}s",
+                env.id,
+                env.kind,
+                env.nodes.len(),
+                if env.nodes.len() == 1 { "" } else { "s" },
+                elapsed.as_secs_f64()
+            )
+        }
+    };
+    Ok(Frame {
+        header,
+        running: Vec::new(),
+        over: false,
     })
 }
 

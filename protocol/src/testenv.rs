@@ -104,6 +104,16 @@ pub enum EnvSpec {
     },
 }
 
+impl EnvSpec {
+    /// The environment's name: the taskserv of a single one, else the name given.
+    pub fn name(&self) -> &str {
+        match self {
+            EnvSpec::Single { taskserv } => taskserv,
+            EnvSpec::Server { name, .. } | EnvSpec::Cluster { name, .. } => name,
+        }
+    }
+}
+
 /// A request to create a test environment.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

@@ -2,7 +2,8 @@
 //! --wait` and `orch watch --live` through a real pseudo-terminal (`script` runs `nu` in
 //! one and copies what it draws): a header with the counts and a bar per running task
 //! with its progress and message, cleared before the answer; nothing on a pipe, and
-//! nothing when the setting turns it off.
+//! nothing when the setting turns it off; and the stage of a test environment being
+//! created.
 
 use std::process::{Command, Stdio};
 
@@ -188,4 +189,30 @@ fn on_a_terminal_failing(daemon: &Daemon, script: &str) -> String {
         daemon,
         &format!("try {{ {script} }} catch {{|e| print $e.rendered }}"),
     )
+}
+
+#[test]
+fn creating_a_test_environment_shows_its_stage_on_a_terminal() {
+    let Some((daemon, _nu, sweeper)) = orch_e2e::containers::env_daemon(&[]) else {
+        return;
+    };
+    let drawn = on_a_terminal(
+        &daemon,
+        "print $'env: (orch test env create single redis --auto-start --auto-cleanup | get status)'",
+    );
+    let header = drawn
+        .find("orch: test environment 1 redis (single) · ")
+        .unwrap_or_else(|| panic!("{drawn:?}"));
+    let cleared = drawn.rfind("\x1b[1A\x1b[J").expect("the line is cleared");
+    let answered = drawn
+        .find("env: deleted")
+        .unwrap_or_else(|| panic!("{drawn:?}"));
+    assert!(header < cleared && cleared < answered, "{drawn:?}");
+    assert!(
+        ["creating", "starting", "installing", "probing", "testing"]
+            .iter()
+            .any(|stage| drawn.contains(&format!("(single) · {stage} · 1 node"))),
+        "a stage is shown: {drawn:?}"
+    );
+    assert_eq!(sweeper.leftovers(), (vec![], vec![]));
 }

@@ -88,7 +88,7 @@ impl TestEnvService {
         let now = Utc::now();
         let env = TestEnv {
             id: 0,
-            name: plan::name(&request.env),
+            name: request.env.name().to_string(),
             kind: plan::kind(&request.env).to_string(),
             request: request.clone(),
             created_at: now,

@@ -21,14 +21,6 @@ pub fn kind(spec: &EnvSpec) -> &'static str {
     }
 }
 
-/// The environment's name.
-pub fn name(spec: &EnvSpec) -> String {
-    match spec {
-        EnvSpec::Single { taskserv } => taskserv.clone(),
-        EnvSpec::Server { name, .. } | EnvSpec::Cluster { name, .. } => name.clone(),
-    }
-}
-
 /// The environment's nodes and checks, as a topology.
 pub fn topology(spec: &EnvSpec) -> Topology {
     match spec {
@@ -186,10 +178,7 @@ mod tests {
             taskservs: vec!["redis".into(), "postgres".into()],
         };
         let topology = topology(&server);
-        assert_eq!(
-            (kind(&server), name(&server).as_str()),
-            ("server", "web-01")
-        );
+        assert_eq!((kind(&server), server.name()), ("server", "web-01"));
         assert_eq!(topology.nodes.len(), 1);
         assert_eq!(topology.nodes[0].role, "server");
         assert_eq!(topology.nodes[0].taskservs, ["redis", "postgres"]);

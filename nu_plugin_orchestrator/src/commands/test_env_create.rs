@@ -124,6 +124,11 @@ impl SimplePluginCommand for TestEnvCreate {
             resources: resources(call)?,
             image: args::flag(call, "image")?,
         };
+        let shown = crate::progress::Source::NewEnv {
+            name: request.env.name().to_string(),
+            since: chrono::Utc::now(),
+        };
+        let _display = crate::progress::Display::beside(engine, shown);
         let answer = plugin
             .call(engine, &Request::EnvCreate { env: request })
             .map_err(|e| {

@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 
 use nu_plugin::EngineInterface;
 use nu_protocol::Value;
-use orch_protocol::{Client, Request, Response, Task, TaskFilter, TaskId, TaskStatus, WorkflowId};
+use orch_protocol::{
+    Client, ClientError, Request, Response, Task, TaskFilter, TaskId, TaskStatus, WorkflowId,
+};
 
 /// How often the display is redrawn.
 const TICK: Duration = Duration::from_millis(250);
@@ -28,7 +30,7 @@ const TICK: Duration = Duration::from_millis(250);
 const FIRST_DRAW: Duration = Duration::from_millis(300);
 
 /// The most tasks asked about per redraw, and the most bars drawn.
-const POLLED: usize = 200;
+const POLLED: usize = 50;
 const BARS: usize = 8;
 
 /// The width of a bar, in cells.
@@ -127,6 +129,36 @@ struct Frame {
     over: bool,
 }
 
+/// The display's connection to the daemon: made (again) when needed, each call given
+/// up when the display is to stop.
+struct Asker<'a> {
+    socket: PathBuf,
+    client: Option<Client>,
+    stop: &'a dyn Fn() -> bool,
+}
+
+impl Asker<'_> {
+    /// Sends `request` and waits for its answer (a lost connection is made again at the
+    /// next call).
+    fn ask(&mut self, request: &Request) -> Result<Response, ClientError> {
+        if self.client.is_none() {
+            self.client = Some(Client::connect(
+                &self.socket,
+                "nu_plugin_orchestrator-progress",
+            )?);
+        }
+        let client = self.client.as_mut().expect("connected above");
+        let answer = client.call_interruptible(request, self.stop);
+        if answer
+            .as_ref()
+            .is_err_and(|e| !matches!(e, ClientError::Daemon(_)))
+        {
+            self.client = None;
+        }
+        answer
+    }
+}
+
 /// A display run from start to end: what it watches, and when to stop.
 struct Watch {
     socket: PathBuf,
@@ -137,20 +169,29 @@ struct Watch {
 
 impl Watch {
     /// Draws until the source is over, `stop` is set, or `interrupted()`; clears what it
-    /// drew. The last header, or the error that ended it.
-    fn run(mut self, interrupted: &dyn Fn() -> bool) -> Result<String, orch_protocol::ClientError> {
-        let mut client = Client::connect(&self.socket, "nu_plugin_orchestrator-progress")?;
+    /// drew. The last header, or the daemon's refusal that ended it (a daemon that does
+    /// not answer is waited for, and said so).
+    fn run(mut self, interrupted: &dyn Fn() -> bool) -> Result<String, ClientError> {
+        let stopping = || self.stop.load(Ordering::SeqCst) || interrupted();
+        let mut asker = Asker {
+            socket: self.socket.clone(),
+            client: None,
+            stop: &stopping,
+        };
         let mut drawn = 0;
         let mut next = self.started + FIRST_DRAW;
         let mut last = String::new();
         let ended = loop {
-            if self.stop.load(Ordering::SeqCst) || interrupted() {
+            if stopping() {
                 break Ok(last);
             }
             if Instant::now() >= next {
-                let frame = match self.source.look(&mut client, self.started.elapsed()) {
+                let elapsed = self.started.elapsed();
+                let frame = match self.source.look(&mut asker, elapsed) {
                     Ok(frame) => frame,
-                    Err(e) => break Err(e),
+                    Err(ClientError::Daemon(reply)) => break Err(ClientError::Daemon(reply)),
+                    Err(_) if stopping() => break Ok(last),
+                    Err(e) => Frame::unanswered(&e, elapsed),
                 };
                 drawn = redraw(drawn, &lines(&frame));
                 last = frame.header;
@@ -166,12 +207,33 @@ impl Watch {
     }
 }
 
+impl Frame {
+    /// The frame while the daemon does not answer.
+    fn unanswered(error: &ClientError, elapsed: Duration) -> Frame {
+        Frame {
+            header: format!(
+                "orch: waiting for the daemon ({}) · {:.1}s",
+                one_line(&error.to_string()),
+                elapsed.as_secs_f64()
+            ),
+            running: Vec::new(),
+            over: false,
+        }
+    }
+}
+
 /// `orch watch --live`: draws `source` on the terminal until it is over or Ctrl-C, then
 /// clears it; the last header. Refused where nothing can be drawn.
 pub fn live(engine: &EngineInterface, source: Source) -> Result<String, LiveError> {
     if !wanted(engine) {
         return Err(LiveError::NoTerminal);
     }
+    follow(engine, source).map_err(LiveError::Daemon)
+}
+
+/// Draws `source` until it is over or Ctrl-C, then clears it (the caller decided that a
+/// display is wanted); the last header, or the daemon's refusal.
+pub fn follow(engine: &EngineInterface, source: Source) -> Result<String, ClientError> {
     let watching = Watch {
         socket: crate::connection::socket_path(engine),
         source,
@@ -180,9 +242,7 @@ pub fn live(engine: &EngineInterface, source: Source) -> Result<String, LiveErro
         started: Instant::now() - FIRST_DRAW,
     };
     let signals = engine.signals().clone();
-    watching
-        .run(&|| signals.interrupted())
-        .map_err(LiveError::Daemon)
+    watching.run(&|| signals.interrupted())
 }
 
 /// Why `orch watch --live` cannot draw.
@@ -191,21 +251,17 @@ pub enum LiveError {
     /// Standard error is not a terminal (or the setting turns the display off).
     NoTerminal,
     /// The daemon refused or went away.
-    Daemon(orch_protocol::ClientError),
+    Daemon(ClientError),
 }
 
 impl Source {
     /// Looks at the daemon once.
-    fn look(
-        &mut self,
-        client: &mut Client,
-        elapsed: Duration,
-    ) -> Result<Frame, orch_protocol::ClientError> {
+    fn look(&mut self, asker: &mut Asker, elapsed: Duration) -> Result<Frame, ClientError> {
         match self {
-            Source::Tasks(poll) => Ok(poll.look(client, elapsed)),
-            Source::Queue => queue_frame(client, elapsed),
-            Source::Workflow(id) => workflow_frame(client, *id, elapsed),
-            Source::NewEnv { name, since } => env_frame(client, name, *since, elapsed),
+            Source::Tasks(poll) => poll.look(asker, elapsed),
+            Source::Queue => queue_frame(asker, elapsed),
+            Source::Workflow(id) => workflow_frame(asker, *id, elapsed),
+            Source::NewEnv { name, since } => env_frame(asker, name, *since, elapsed),
         }
     }
 }
@@ -228,8 +284,9 @@ impl TaskPoll {
     }
 
     /// Asks about up to [`POLLED`] unfinished tasks (from where the last look stopped);
-    /// the frame of all that is known. A task it cannot read stays as it was.
-    fn look(&mut self, client: &mut Client, elapsed: Duration) -> Frame {
+    /// the frame of all that is known. A task the daemon cannot show stays as it was; a
+    /// daemon that does not answer is an error.
+    fn look(&mut self, asker: &mut Asker, elapsed: Duration) -> Result<Frame, ClientError> {
         let n = self.ids.len();
         let mut asked = 0;
         for _ in 0..n {
@@ -245,27 +302,26 @@ impl TaskPoll {
                 continue;
             }
             asked += 1;
-            if let Ok(Response::Task { task }) = client.call(&Request::Get { id: self.ids[i] }) {
-                self.known[i] = Some(*task);
+            match asker.ask(&Request::Get { id: self.ids[i] }) {
+                Ok(Response::Task { task }) => self.known[i] = Some(*task),
+                Ok(_) | Err(ClientError::Daemon(_)) => {}
+                Err(e) => return Err(e),
             }
         }
-        self.frame(elapsed)
+        Ok(self.frame(elapsed))
     }
 
     /// The frame of what is known of the tasks.
     fn frame(&self, elapsed: Duration) -> Frame {
         let n = self.ids.len();
         let seen: Vec<&Task> = self.known.iter().flatten().collect();
-        let count = |status: TaskStatus| seen.iter().filter(|t| t.state.status() == status).count();
-        let running = count(TaskStatus::Running);
-        let succeeded = count(TaskStatus::Succeeded);
+        let counts = Counts::of(seen.iter().map(|t| t.state.status()));
         let finished = seen.iter().filter(|t| t.state.status().is_final()).count();
-        let failed = finished - succeeded;
-        let waiting = n - running - finished;
         Frame {
             header: format!(
-                "orch: {n} task{} · {running} running · {waiting} waiting · {succeeded} done · {failed} failed · {:.1}s",
+                "orch: {n} task{} · {} · {:.1}s",
                 if n == 1 { "" } else { "s" },
+                counts.words(n as u64),
                 elapsed.as_secs_f64()
             ),
             running: seen
@@ -278,23 +334,67 @@ impl TaskPoll {
     }
 }
 
+/// Tasks by how they stand, counted the same way in every view.
+#[derive(Debug, Default, PartialEq)]
+struct Counts {
+    running: u64,
+    done: u64,
+    failed: u64,
+    cancelled: u64,
+    /// Known and neither running nor final (blocked, queued, delayed, stashed, waiting to
+    /// retry).
+    waiting: u64,
+}
+
+impl Counts {
+    /// The counts of these statuses.
+    fn of(statuses: impl Iterator<Item = TaskStatus>) -> Counts {
+        let mut counts = Counts::default();
+        for status in statuses {
+            counts.add(status, 1);
+        }
+        counts
+    }
+
+    fn add(&mut self, status: TaskStatus, n: u64) {
+        match status {
+            TaskStatus::Running => self.running += n,
+            TaskStatus::Succeeded => self.done += n,
+            TaskStatus::Failed | TaskStatus::DependencyFailed => self.failed += n,
+            TaskStatus::Cancelled => self.cancelled += n,
+            _ => self.waiting += n,
+        }
+    }
+
+    /// `running · waiting · done · failed` (and cancelled, when some were), of `total`
+    /// (those not seen yet count as waiting).
+    fn words(&self, total: u64) -> String {
+        let seen = self.running + self.done + self.failed + self.cancelled + self.waiting;
+        let waiting = self.waiting + total.saturating_sub(seen);
+        let mut words = format!(
+            "{} running · {waiting} waiting · {} done · {} failed",
+            self.running, self.done, self.failed
+        );
+        if self.cancelled > 0 {
+            words.push_str(&format!(" · {} cancelled", self.cancelled));
+        }
+        words
+    }
+}
+
 /// The queue's counts (from the daemon's health) and its running tasks.
-fn queue_frame(
-    client: &mut Client,
-    elapsed: Duration,
-) -> Result<Frame, orch_protocol::ClientError> {
-    let Response::Health(health) = client.call(&Request::Health)? else {
+fn queue_frame(asker: &mut Asker, elapsed: Duration) -> Result<Frame, ClientError> {
+    let Response::Health(health) = asker.ask(&Request::Health)? else {
         return Err(unexpected("health"));
     };
-    let count = |status: TaskStatus| health.counts.get(&status).copied().unwrap_or(0);
-    let waiting =
-        count(TaskStatus::Queued) + count(TaskStatus::Blocked) + count(TaskStatus::Delayed);
-    let failed = count(TaskStatus::Failed) + count(TaskStatus::DependencyFailed);
+    let mut counts = Counts::default();
+    for (status, n) in &health.counts {
+        counts.add(*status, *n);
+    }
+    let total = health.counts.values().sum();
     let header = format!(
-        "orch: {} running · {waiting} waiting · {} retrying · {} done · {failed} failed · {:.1}s",
-        count(TaskStatus::Running),
-        count(TaskStatus::RetryWaiting),
-        count(TaskStatus::Succeeded),
+        "orch: queue · {} · {:.1}s",
+        counts.words(total),
         elapsed.as_secs_f64()
     );
     let filter = TaskFilter {
@@ -302,7 +402,7 @@ fn queue_frame(
         limit: Some(BARS + 1),
         ..TaskFilter::default()
     };
-    let mut running = match client.call(&Request::List { filter })? {
+    let mut running = match asker.ask(&Request::List { filter })? {
         Response::Tasks { tasks, .. } => tasks,
         _ => return Err(unexpected("tasks")),
     };
@@ -316,30 +416,36 @@ fn queue_frame(
 
 /// One workflow's state and step counts, and its running steps.
 fn workflow_frame(
-    client: &mut Client,
+    asker: &mut Asker,
     id: WorkflowId,
     elapsed: Duration,
-) -> Result<Frame, orch_protocol::ClientError> {
+) -> Result<Frame, ClientError> {
+    // The first steps only: the bars of a very large workflow are those of its first
+    // page, and the counts are always whole.
     let request = Request::Workflow {
         id,
         offset: 0,
-        limit: None,
+        limit: Some(POLLED),
     };
-    let Response::Workflow(view) = client.call(&request)? else {
+    let Response::Workflow(view) = asker.ask(&request)? else {
         return Err(unexpected("workflow"));
     };
     let summary = &view.workflow;
     let c = &summary.step_counts;
+    let counts = Counts {
+        running: c.running,
+        done: c.succeeded,
+        failed: c.failed + c.dependency_failed,
+        cancelled: c.cancelled,
+        waiting: c.blocked + c.queued + c.retry_waiting,
+    };
     let status = summary.state.status();
     let header = format!(
-        "orch: workflow {id} {} {} · {} steps · {} running · {} waiting · {} done · {} failed · {:.1}s",
-        summary.name,
+        "orch: workflow {id} {} {} · {} steps · {} · {:.1}s",
+        one_line(&summary.name),
         status.as_str(),
         summary.steps,
-        c.running,
-        c.blocked + c.queued + c.retry_waiting,
-        c.succeeded,
-        c.failed + c.cancelled + c.dependency_failed,
+        counts.words(summary.steps),
         elapsed.as_secs_f64()
     );
     let mut running = Vec::new();
@@ -349,7 +455,7 @@ fn workflow_frame(
         .filter(|s| s.status == Some(TaskStatus::Running))
         .take(BARS + 1)
     {
-        if let Response::Task { task } = client.call(&Request::Get { id: step.task })? {
+        if let Response::Task { task } = asker.ask(&Request::Get { id: step.task })? {
             running.push(*task);
         }
     }
@@ -363,12 +469,12 @@ fn workflow_frame(
 /// The newest test environment named `name` created since `since` (none yet: the
 /// daemon has not recorded it), and where its setting up is.
 fn env_frame(
-    client: &mut Client,
+    asker: &mut Asker,
     name: &str,
     since: chrono::DateTime<chrono::Utc>,
     elapsed: Duration,
-) -> Result<Frame, orch_protocol::ClientError> {
-    let Response::Envs { envs } = client.call(&Request::Envs)? else {
+) -> Result<Frame, ClientError> {
+    let Response::Envs { envs } = asker.ask(&Request::Envs)? else {
         return Err(unexpected("test environments"));
     };
     // Created at least a second before the display started: the clocks are the same
@@ -379,7 +485,8 @@ fn env_frame(
         .find(|e| e.name == name && e.created_at >= recent);
     let header = match env {
         None => format!(
-            "orch: test environment {name} · creating · {:.1}s",
+            "orch: test environment {} · creating · {:.1}s",
+            one_line(name),
             elapsed.as_secs_f64()
         ),
         Some(env) => {
@@ -388,8 +495,9 @@ fn env_frame(
                 state => state.status(),
             };
             format!(
-                "orch: test environment {} {name} ({}) · {stage} · {} node{} · {:.1}s",
+                "orch: test environment {} {} ({}) · {stage} · {} node{} · {:.1}s",
                 env.id,
+                one_line(name),
                 env.kind,
                 env.nodes.len(),
                 if env.nodes.len() == 1 { "" } else { "s" },
@@ -405,8 +513,8 @@ fn env_frame(
 }
 
 /// The error of an answer of the wrong kind.
-fn unexpected(wanted: &str) -> orch_protocol::ClientError {
-    orch_protocol::ClientError::Unexpected(format!("the daemon did not answer with {wanted}"))
+fn unexpected(wanted: &str) -> ClientError {
+    ClientError::Unexpected(format!("the daemon did not answer with {wanted}"))
 }
 
 /// The display's lines: the header, then a bar per running task (the first [`BARS`]).
@@ -437,23 +545,48 @@ fn bar(task: &Task) -> String {
     let message = task
         .progress
         .as_ref()
-        .and_then(|p| p.message.clone())
+        .and_then(|p| p.message.as_deref())
+        .map(one_line)
         .unwrap_or_default();
     let text = format!(
         "  #{:<5} {}{} {shown} {message}  {}",
         task.id,
         "█".repeat(filled),
         "░".repeat(BAR_WIDTH - filled),
-        task.spec.describe()
+        one_line(&task.spec.describe())
     );
-    clipped(&text, 120)
+    text
 }
 
-/// `text` cut to `width` characters.
+/// `text` on one line, safe to print: every control character (a line break, an escape
+/// sequence's ESC) becomes a space, so what a task reports can neither break the
+/// display's count of lines nor drive the terminal.
+fn one_line(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+/// `text` cut to `width` characters (one cell each: the display's own text and what
+/// [`one_line`] made of the tasks'), so that no line wraps.
 fn clipped(text: &str, width: usize) -> String {
-    match text.char_indices().nth(width) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_string(),
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let kept: String = text.chars().take(width.saturating_sub(1)).collect();
+    kept + "…"
+}
+
+/// The terminal's width in columns (standard error's), less one so that the last column
+/// is never written; 120 when it cannot be told.
+fn width() -> usize {
+    // SAFETY: TIOCGWINSZ fills the winsize it is given and reads nothing else.
+    let mut size: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; the pointer is to a live winsize.
+    let ok = unsafe { libc::ioctl(libc::STDERR_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
+    match size.ws_col {
+        cols if ok && cols > 1 => usize::from(cols) - 1,
+        _ => 120,
     }
 }
 
@@ -465,8 +598,9 @@ fn redraw(drawn: usize, lines: &[String]) -> usize {
         // To the start of the first drawn line, then clear to the end of the screen.
         out.push_str(&format!("\r\x1b[{drawn}A\x1b[J"));
     }
+    let width = width();
     for line in lines {
-        out.push_str(line);
+        out.push_str(&clipped(line, width));
         out.push('\n');
     }
     let mut stderr = std::io::stderr().lock();

@@ -4,12 +4,16 @@
 //! - a number under a key ending in `_ms` is a duration (`duration_ms: 1sec 250ms`);
 //! - a number under a key ending in `_bytes` is a file size, under `_mb` one of that many
 //!   MiB (`memory_mb: 1.0 GiB`);
-//! - a string that is an RFC 3339 instant is a datetime.
+//! - an RFC 3339 string under a key that names an instant (`*_at`, `since`, `until`,
+//!   `at`, `not_before`, `slot`) is a datetime; other strings stay strings, whatever
+//!   they look like (a check's expected output may well look like a date).
 //!
 //! Keys keep their names, so that the fields are those of the JSON and TOML people write.
-//! What users gave the daemon as data (`params`) is left as it came. [`untyped`] turns
-//! such a record back into the daemon's JSON (a topology shown, edited and piped into
-//! `orch test env create`).
+//! What users gave the daemon as data (`params`, whatever its type) is left as it came.
+//! [`untyped`] turns such a record back into the daemon's JSON (a topology shown, edited
+//! and piped into `orch test env create`); Nushell's own `to json` writes durations in
+//! nanoseconds and file sizes in bytes, so a record saved that way is not the daemon's
+//! JSON any more.
 
 use nu_protocol::{IntoValue, LabeledError, Record, Span, Value};
 
@@ -36,7 +40,7 @@ impl IntoValue for Typed {
 fn typed(json: serde_json::Value, key: Option<&str>, span: Span) -> Value {
     use serde_json::Value as J;
     match json {
-        J::Object(map) if key == Some("params") => J::Object(map).into_value(span),
+        given if key == Some("params") => given.into_value(span),
         J::Object(map) => {
             let mut record = Record::with_capacity(map.len());
             for (k, v) in map {
@@ -53,9 +57,12 @@ fn typed(json: serde_json::Value, key: Option<&str>, span: Span) -> Value {
             (Some(unit), Some(x)) => unit.value(x, span),
             _ => J::Number(n).into_value(span),
         },
-        J::String(text) => match chrono::DateTime::parse_from_rfc3339(&text) {
-            Ok(at) => Value::date(at, span),
-            Err(_) => Value::string(text, span),
+        J::String(text) => match key.filter(|k| names_an_instant(k)) {
+            Some(_) => match chrono::DateTime::parse_from_rfc3339(&text) {
+                Ok(at) => Value::date(at, span),
+                Err(_) => Value::string(text, span),
+            },
+            None => Value::string(text, span),
         },
         other => other.into_value(span),
     }
@@ -93,7 +100,8 @@ fn json_of(value: &Value, key: Option<&str>) -> Result<serde_json::Value, Labele
     use serde_json::Value as J;
     let unit = key.and_then(unit_of);
     Ok(match value {
-        Value::Record { val, .. } if key != Some("params") => J::Object(
+        other if key == Some("params") => value_to_json(other)?,
+        Value::Record { val, .. } => J::Object(
             val.iter()
                 .map(|(k, v)| Ok((k.clone(), json_of(v, Some(k))?)))
                 .collect::<Result<_, LabeledError>>()?,
@@ -109,6 +117,11 @@ fn json_of(value: &Value, key: Option<&str>) -> Result<serde_json::Value, Labele
         }
         other => value_to_json(other)?,
     })
+}
+
+/// Whether a key names an instant.
+fn names_an_instant(key: &str) -> bool {
+    key.ends_with("_at") || matches!(key, "since" | "until" | "at" | "not_before" | "slot")
 }
 
 fn unit_of(key: &str) -> Option<Unit> {
@@ -191,5 +204,22 @@ mod tests {
         let params = params.as_record().unwrap();
         assert_eq!(params.get("wait_ms").unwrap().as_int().unwrap(), 5);
         assert!(params.get("when").unwrap().as_str().is_ok());
+        let v = value(json!({"params": "2026-12-04T10:00:00Z"}));
+        assert!(
+            v.as_record()
+                .unwrap()
+                .get("params")
+                .unwrap()
+                .as_str()
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn a_string_that_looks_like_a_date_stays_a_string_unless_its_key_names_an_instant() {
+        let v = value(json!({"expect": "2026-12-04T10:00:00Z", "since": "2026-12-04T10:00:00Z"}));
+        let record = v.as_record().unwrap();
+        assert!(record.get("expect").unwrap().as_str().is_ok());
+        assert!(record.get("since").unwrap().as_date().is_ok());
     }
 }

@@ -48,22 +48,32 @@ fn write_script(daemon: &Daemon, script: &str) -> std::path::PathBuf {
     file
 }
 
-/// What the display drew: the header, the task's bar, then the clearing of both lines
-/// before the answer.
+/// What the display drew: the header, the task's bar, then, after the last drawing,
+/// the clearing of its lines before the answer.
 fn assert_drawn_then_cleared(drawn: &str, answer: &str) {
     let header = drawn
         .find("orch: 1 task · 1 running")
         .unwrap_or_else(|| panic!("no header: {drawn:?}"));
-    let bar = drawn[header..]
+    drawn[header..]
         .find("40% installing db")
         .unwrap_or_else(|| panic!("no bar: {drawn:?}"));
-    let cleared = drawn
-        .rfind("\x1b[2A\x1b[J")
-        .expect("the two lines are cleared");
+    assert_last_drawing_cleared(drawn, answer);
+}
+
+/// The last drawing (its header) is followed by the clearing of its lines, then by
+/// `answer`: nothing drawn stays.
+fn assert_last_drawing_cleared(drawn: &str, answer: &str) {
+    let last = drawn
+        .rfind("orch: ")
+        .unwrap_or_else(|| panic!("nothing drawn: {drawn:?}"));
+    let cleared = drawn[last..]
+        .find("\x1b[J")
+        .map(|at| last + at)
+        .unwrap_or_else(|| panic!("the last drawing is not cleared: {drawn:?}"));
     let answered = drawn
-        .find(answer)
+        .rfind(answer)
         .unwrap_or_else(|| panic!("no answer: {drawn:?}"));
-    assert!(header + bar < cleared && cleared < answered, "{drawn:?}");
+    assert!(cleared < answered, "{drawn:?}");
 }
 
 #[test]
@@ -91,6 +101,30 @@ fn waits_draw_progress_on_a_terminal_and_clear_it() {
         off.contains("off: succeeded") && !off.contains("orch: 1 task"),
         "{off:?}"
     );
+
+    // A narrow terminal: no line is wider than it (none wraps and is left behind), and a
+    // message with a line break and an escape sequence is one plain line.
+    let hostile = r#"orch submit --nu 'print ({progress: 40, message: "two\nlines \u{1b}]0;title\u{7}"} | to json -r); sleep 2.5sec'"#;
+    let narrow = on_a_terminal(
+        &daemon,
+        &format!("^stty cols 50\nprint $'narrow: ({hostile} --wait | get status)'"),
+    );
+    assert_last_drawing_cleared(&narrow, "narrow: succeeded");
+    assert!(
+        !narrow.contains("\x1b]0;"),
+        "a task's escape sequence reaches the terminal: {narrow:?}"
+    );
+    assert!(narrow.contains("40% two lines"), "{narrow:?}");
+    for line in narrow.split(['\n', '\r']) {
+        // What follows the last escape sequence of the line is its text.
+        let text = line.rsplit("\x1b[J").next().unwrap_or(line);
+        if text.contains("orch: ") || text.contains("% two") {
+            assert!(
+                text.chars().count() <= 50,
+                "{text:?} is wider than the terminal"
+            );
+        }
+    }
 
     // Not on a terminal: nothing but the answer.
     let piped = nu
@@ -155,13 +189,10 @@ fn watch_live_draws_a_task_or_a_workflow_until_its_end_and_refuses_what_it_canno
             "print $'waited: (r#'{workflow}'# | from json | orch workflow submit batch --wait | get status)'"
         ),
     );
-    let header = drawn
+    drawn
         .find("two-steps running · 2 steps")
         .unwrap_or_else(|| panic!("{drawn:?}"));
-    let answered = drawn
-        .find("waited: succeeded")
-        .unwrap_or_else(|| panic!("{drawn:?}"));
-    assert!(header < answered, "{drawn:?}");
+    assert_last_drawing_cleared(&drawn, "waited: succeeded");
     let piped = nu.json(&format!(
         "r#'{workflow}'# | from json | orch workflow submit batch --wait | get status"
     ));
@@ -200,14 +231,10 @@ fn creating_a_test_environment_shows_its_stage_on_a_terminal() {
         &daemon,
         "print $'env: (orch test env create single redis --auto-start --auto-cleanup | get status)'",
     );
-    let header = drawn
+    drawn
         .find("orch: test environment 1 redis (single) · ")
         .unwrap_or_else(|| panic!("{drawn:?}"));
-    let cleared = drawn.rfind("\x1b[1A\x1b[J").expect("the line is cleared");
-    let answered = drawn
-        .find("env: deleted")
-        .unwrap_or_else(|| panic!("{drawn:?}"));
-    assert!(header < cleared && cleared < answered, "{drawn:?}");
+    assert_last_drawing_cleared(&drawn, "env: deleted");
     assert!(
         ["creating", "starting", "installing", "probing", "testing"]
             .iter()

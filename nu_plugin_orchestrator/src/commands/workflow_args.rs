@@ -260,9 +260,7 @@ fn follow(
     id: orch_protocol::WorkflowId,
 ) -> Result<Value, LabeledError> {
     let source = crate::progress::Source::Workflow(id);
-    if let Err(crate::progress::LiveError::Daemon(e)) = crate::progress::live(engine, source) {
-        return Err(labeled(e, call.head, &[]));
-    }
+    crate::progress::follow(engine, source).map_err(|e| labeled(e, call.head, &[]))?;
     if engine.signals().interrupted() {
         let interrupted =
             orch_protocol::ClientError::Frame(orch_protocol::frame::FrameError::Interrupted);

@@ -3,7 +3,8 @@
 //!
 //! The daemon runs with umask 0077 ([`set_private_umask`]), so whatever it (or a library it
 //! uses) creates is owner-only from the start; the processes it starts for tasks get back
-//! the umask it was started with ([`restore_umask`]), as their files are the user's.
+//! the umask it was started with ([`crate::child::restore`]), as their files are the
+//! user's.
 
 use std::io::Write as _;
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
@@ -22,19 +23,10 @@ pub fn set_private_umask() {
     let _ = INHERITED_UMASK.set(inherited);
 }
 
-/// Gives a child process the umask the daemon was started with, not the daemon's 0077.
-pub fn restore_umask(command: &mut tokio::process::Command) {
-    let Some(&mask) = INHERITED_UMASK.get() else {
-        return;
-    };
-    // SAFETY: the closure runs in the forked child before exec and only calls umask(2),
-    // which is async-signal-safe and cannot fail.
-    unsafe {
-        command.pre_exec(move || {
-            libc::umask(mask);
-            Ok(())
-        });
-    }
+/// The umask the daemon was started with, once [`set_private_umask`] replaced it (for
+/// the processes it starts: [`crate::child::restore`]).
+pub fn inherited_umask() -> Option<libc::mode_t> {
+    INHERITED_UMASK.get().copied()
 }
 
 /// Creates `dir` (and its parents) with mode 0700 when missing.

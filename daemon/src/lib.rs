@@ -29,13 +29,15 @@
 //! - [`http`]: the HTTP adapter (`--port`): the table's routes over the same operations,
 //!   with tokens.
 //! - [`metrics`]: Prometheus metrics (`prometheus-client`).
-//! - [`files`]: small files written atomically beside the database.
+//! - [`files`]: small files written atomically beside the database; [`child`]: what
+//!   every process the daemon starts gets back (umask, default signal actions).
 //! - [`shutdown`] and [`logging`]: signals and the daemon's own log.
 //!
 //! The rule everything follows: a state change is committed to the store before it is
 //! acted on (a process started, a client answered, a dependant released).
 
 pub mod audit;
+pub mod child;
 pub mod cluster;
 pub mod completions;
 pub mod config;

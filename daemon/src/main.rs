@@ -5,6 +5,7 @@
 use provisioning_orchestrator::config::{AuditTool, Tool, layers};
 
 fn main() -> std::process::ExitCode {
+    provisioning_orchestrator::child::remember_the_start();
     let mut cli = layers::from_process();
     // SAFETY: no other thread exists yet.
     unsafe { cli.take_database_url_env() };

@@ -200,7 +200,7 @@ impl<'a> NuCommand<'a> {
                 .env(ATTEMPT_ENV, attempt.to_string()),
             Owner::TestEnv(id) => process.env(crate::orphans::TEST_ENV_ENV, id.to_string()),
         };
-        crate::files::restore_umask(&mut process);
+        crate::child::restore(&mut process);
         let json = serde_json::to_string(params).expect("JSON values serialize");
         if json.len() <= INLINE_PARAMS_MAX {
             process.env_remove(PARAMS_FILE_ENV).env(PARAMS_ENV, json);

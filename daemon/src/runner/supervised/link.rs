@@ -169,7 +169,7 @@ impl Runner {
             .stderr(self.supervisor_stderr())
             .process_group(0)
             .kill_on_drop(false);
-        crate::files::restore_umask(&mut command);
+        crate::child::restore(&mut command);
         let mut child = command
             .spawn()
             .map_err(|e| StartError::of(&exe.display().to_string(), &e))?;

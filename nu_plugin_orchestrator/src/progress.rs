@@ -62,6 +62,7 @@ impl Display {
             source,
             stop: stop.clone(),
             started: Instant::now(),
+            first_draw: FIRST_DRAW,
         };
         let thread = std::thread::Builder::new()
             .name("orch-progress".into())
@@ -165,6 +166,8 @@ struct Watch {
     source: Source,
     stop: Arc<AtomicBool>,
     started: Instant,
+    /// How long after the start the first drawing comes.
+    first_draw: Duration,
 }
 
 impl Watch {
@@ -179,7 +182,7 @@ impl Watch {
             stop: &stopping,
         };
         let mut drawn = 0;
-        let mut next = self.started + FIRST_DRAW;
+        let mut next = self.started + self.first_draw;
         let mut last = String::new();
         let ended = loop {
             if stopping() {
@@ -238,8 +241,9 @@ pub fn follow(engine: &EngineInterface, source: Source) -> Result<String, Client
         socket: crate::connection::socket_path(engine),
         source,
         stop: Arc::new(AtomicBool::new(false)),
+        started: Instant::now(),
         // The first look at once: the command is the display.
-        started: Instant::now() - FIRST_DRAW,
+        first_draw: Duration::ZERO,
     };
     let signals = engine.signals().clone();
     watching.run(&|| signals.interrupted())
@@ -250,7 +254,8 @@ pub fn follow(engine: &EngineInterface, source: Source) -> Result<String, Client
 pub enum LiveError {
     /// Standard error is not a terminal (or the setting turns the display off).
     NoTerminal,
-    /// The daemon refused or went away.
+    /// The daemon refused (an unknown workflow, say); one that does not answer is waited
+    /// for.
     Daemon(ClientError),
 }
 

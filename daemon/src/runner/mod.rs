@@ -8,6 +8,10 @@
 //!   scripts; how parameters are passed is [`crate::nu_command`]'s, which builds the
 //!   process.
 //!
+//! - [`steering`]: how the daemon steers a launched attempt (cancel, pause, nudges);
+//!   [`group`]: the running process group (waiting, pausing, signalling, stopping);
+//!   [`input`]: the standard input of a task submitted with `stdin`.
+//!
 //! - [`supervisor`]: the supervisor process of the data directory, which runs every
 //!   attempt (unless supervision is off) and outlives the daemon; [`supervised`]: the
 //!   daemon's side of it (start it, hand it attempts, take over after a restart);
@@ -17,118 +21,39 @@
 //! paused group receives it), then SIGKILL after a grace period. A pause stops the group
 //! with SIGSTOP until it is resumed (SIGCONT); its timeout keeps counting meanwhile. A
 //! signal asked for (`orch kill --signal`) goes to the group as long as its leader has
-//! not been reaped. [`input`]: the standard input of a task submitted with `stdin`.
+//! not been reaped.
 
+mod group;
 mod input;
 mod log;
 mod params;
+mod steering;
 mod supervised;
 mod supervisor;
 mod wire;
 
 pub use log::{DEFAULT_MAX_LOG_BYTES, log_path};
+pub use steering::{Launch, Steered, Steering};
 pub use supervised::{Adopted, TakeOverError};
 pub use supervisor::{SuperviseError, main as supervisor_main};
 
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use orch_protocol::{AttemptOutcome, Nudge, Progress, TaskId, TaskKind, TaskSignal, TaskSpec};
+use orch_protocol::{AttemptOutcome, Progress, TaskId, TaskKind};
 use tokio::process::Child;
-use tokio::sync::{mpsc, watch};
-use tokio_util::sync::CancellationToken;
+use tokio::sync::mpsc;
 
 use crate::nu_command::{NuCommand, Owner, ParamsFile, Program};
+use group::supervise;
 use input::Input;
 use log::{TaskLog, lock, pump_output};
-
-/// How long a stopped process group gets between SIGTERM and SIGKILL.
-const KILL_GRACE: Duration = Duration::from_secs(3);
 
 /// How long output is still read after the main process exited (a background child may
 /// hold the pipe open).
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
-
-/// One attempt to start.
-pub struct Launch {
-    /// The task.
-    pub id: TaskId,
-    /// Which attempt (1-based).
-    pub attempt: u32,
-    /// What to run.
-    pub spec: TaskSpec,
-    /// Cancelled to stop the attempt.
-    pub token: CancellationToken,
-    /// True while the attempt is to be paused (its process group stopped).
-    pub paused: watch::Receiver<bool>,
-    /// Signals for its process group and input for its standard input.
-    pub nudges: mpsc::UnboundedReceiver<Nudge>,
-}
-
-/// How the daemon steers an attempt it launched: its cancel, and whether it is paused.
-pub struct Steering {
-    /// Cancelled to stop the attempt.
-    pub token: CancellationToken,
-    /// True while the attempt is to be paused.
-    paused: watch::Sender<bool>,
-    /// Signals for its process group and input for its standard input.
-    nudges: mpsc::UnboundedSender<Nudge>,
-    /// An adopted attempt's: whatever it is, its first value is passed on (its processes
-    /// may be stopped or not whatever the daemon last asked).
-    unsure: std::sync::atomic::AtomicBool,
-}
-
-impl Steering {
-    /// A new attempt's steering (running, not paused) and the launch's end of it: its
-    /// pause and its nudges.
-    pub fn new() -> (Steering, Steered) {
-        let (paused, paused_rx) = watch::channel(false);
-        let (nudges, nudges_rx) = mpsc::unbounded_channel();
-        let steering = Steering {
-            token: CancellationToken::new(),
-            paused,
-            nudges,
-            unsure: false.into(),
-        };
-        (steering, (paused_rx, nudges_rx))
-    }
-
-    /// An adopted attempt's steering: its first [`Self::set_paused`] is passed on even if
-    /// it says what the steering says already.
-    pub fn of(
-        token: CancellationToken,
-        paused: watch::Sender<bool>,
-        nudges: mpsc::UnboundedSender<Nudge>,
-    ) -> Steering {
-        Steering {
-            token,
-            paused,
-            nudges,
-            unsure: true.into(),
-        }
-    }
-
-    /// Passes `nudge` on to the attempt (nothing once it has ended).
-    pub fn nudge(&self, nudge: Nudge) {
-        let _ = self.nudges.send(nudge);
-    }
-
-    /// Pauses (`true`) or resumes the attempt; nothing is sent when it is so already
-    /// (except the first time for an adopted attempt).
-    pub fn set_paused(&self, paused: bool) {
-        if self.unsure.swap(false, std::sync::atomic::Ordering::SeqCst) {
-            self.paused.send_replace(paused);
-            return;
-        }
-        self.paused
-            .send_if_modified(|now| std::mem::replace(now, paused) != paused);
-    }
-}
-
-/// The launch's end of a [`Steering`]: whether it is paused, and its nudges.
-pub type Steered = (watch::Receiver<bool>, mpsc::UnboundedReceiver<Nudge>);
 
 /// What the runner says about an attempt.
 #[derive(Debug, Clone, PartialEq)]
@@ -424,110 +349,5 @@ impl Runner {
             _ => StartError::of(&self.config.nu_binary.display().to_string(), &e),
         })?;
         Ok((child, params_file))
-    }
-}
-
-/// Waits for the process, its timeout, or a cancel, whichever comes first; pauses and
-/// resumes its process group as `launch.paused` says meanwhile, and passes signals and
-/// input (to `input`) on.
-async fn supervise(child: &mut Child, launch: &mut Launch, input: &mut Input) -> AttemptOutcome {
-    let timeout_ms = launch.spec.timeout_ms;
-    let timeout = async {
-        match timeout_ms {
-            Some(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
-            None => std::future::pending().await,
-        }
-    };
-    tokio::pin!(timeout);
-    let mut paused = launch.paused.clone();
-    let mut pause_open = true;
-    let mut nudges_open = true;
-    if *paused.borrow_and_update() {
-        pause_group(child, true);
-    }
-    loop {
-        tokio::select! {
-            status = child.wait() => return match status {
-                Ok(status) => outcome_of(status),
-                Err(e) => AttemptOutcome::SpawnFailed { error: e.to_string() },
-            },
-            () = &mut timeout => {
-                stop_group(child).await;
-                return AttemptOutcome::TimedOut { after_ms: timeout_ms.unwrap_or_default() };
-            }
-            () = launch.token.cancelled() => {
-                stop_group(child).await;
-                return AttemptOutcome::Cancelled;
-            }
-            changed = paused.changed(), if pause_open => match changed {
-                Ok(()) => pause_group(child, *paused.borrow_and_update()),
-                Err(_) => pause_open = false, // no one steers it any more
-            },
-            nudge = launch.nudges.recv(), if nudges_open => match nudge {
-                // `id` is None once the process is reaped: its group id may be reused.
-                Some(Nudge::Signal(signal)) => if let Some(pid) = child.id() {
-                    tracing::info!(task = launch.id, attempt = launch.attempt, %signal, "signalling a task");
-                    signal_group(pid, signal_number(signal));
-                },
-                Some(Nudge::Input { data, eof }) => input.send(data, eof),
-                None => nudges_open = false,
-            },
-        }
-    }
-}
-
-/// Stops (`paused`: SIGSTOP) or continues (SIGCONT) the attempt's process group.
-fn pause_group(child: &Child, paused: bool) {
-    if let Some(pid) = child.id() {
-        signal_group(pid, if paused { libc::SIGSTOP } else { libc::SIGCONT });
-    }
-}
-
-/// `signal`'s number on this system.
-fn signal_number(signal: TaskSignal) -> libc::c_int {
-    match signal {
-        TaskSignal::Hup => libc::SIGHUP,
-        TaskSignal::Int => libc::SIGINT,
-        TaskSignal::Quit => libc::SIGQUIT,
-        TaskSignal::Kill => libc::SIGKILL,
-        TaskSignal::Usr1 => libc::SIGUSR1,
-        TaskSignal::Usr2 => libc::SIGUSR2,
-        TaskSignal::Alrm => libc::SIGALRM,
-        TaskSignal::Term => libc::SIGTERM,
-        TaskSignal::Winch => libc::SIGWINCH,
-    }
-}
-
-fn outcome_of(status: ExitStatus) -> AttemptOutcome {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => AttemptOutcome::Exited { code },
-        (None, Some(signal)) => AttemptOutcome::Signalled { signal },
-        (None, None) => AttemptOutcome::Exited { code: -1 },
-    }
-}
-
-/// SIGTERM to the whole group, SIGKILL after the grace period, and reap the child.
-async fn stop_group(child: &mut Child) {
-    let Some(pid) = child.id() else { return };
-    signal_group(pid, libc::SIGTERM);
-    // A paused group would hold the TERM until it is continued.
-    signal_group(pid, libc::SIGCONT);
-    if tokio::time::timeout(KILL_GRACE, child.wait())
-        .await
-        .is_err()
-    {
-        signal_group(pid, libc::SIGKILL);
-        let _ = child.wait().await;
-    }
-    // Members of the group that outlived the leader get no second chance.
-    signal_group(pid, libc::SIGKILL);
-}
-
-fn signal_group(pgid: u32, signal: libc::c_int) {
-    // SAFETY: kill(2) has no memory-safety preconditions; a negative pid names the group
-    // that `process_group(0)` created with the child's pid as its id.
-    unsafe {
-        libc::kill(-(pgid as libc::pid_t), signal);
     }
 }

@@ -172,3 +172,77 @@ fn input_reaches_the_task_before_and_after_a_daemon_restart_until_its_end() {
     assert!(nothing.contains("nothing to send"), "{nothing}");
     nu.run(&format!("orch cancel {plain} | ignore"));
 }
+
+/// One request over a raw connection of the daemon's own user; the answer.
+fn raw_request(daemon: &Daemon, request: serde_json::Value) -> serde_json::Value {
+    use std::io::Write as _;
+    let mut stream = orch_e2e::raw::raw_socket(daemon);
+    orch_e2e::raw::handshake(&mut stream);
+    stream
+        .write_all(&orch_e2e::raw::frame(request.to_string().as_bytes()))
+        .unwrap();
+    orch_e2e::raw::read_frame(&mut stream).expect("an answer")
+}
+
+#[test]
+fn hostile_signal_and_input_requests_are_refused_and_change_nothing() {
+    let daemon = Daemon::start(&["--allow-user", "65534:viewer"]);
+    let nu = daemon.nu();
+    let id = nu.json("orch submit --stdin -- sh -c 'cat > /dev/null' | get id");
+    eventually(Duration::from_secs(10), "the task runs", || {
+        (nu.json(&format!("orch task {id} | get status")) == "running").then_some(())
+    });
+
+    // Past the plugin's own checks: more than 64 KiB at once, and names that are no signal.
+    let big = "x".repeat(64 * 1024 + 1);
+    let answer = raw_request(
+        &daemon,
+        json!({"request": "send_input", "id": id, "data": big}),
+    );
+    assert_eq!(
+        (answer["kind"].clone(), answer["field"].clone()),
+        (json!("bad_request"), json!("data")),
+        "{answer}"
+    );
+    let message = answer["message"].as_str().unwrap_or_default();
+    assert!(message.contains("at most 65536 go at once"), "{answer}");
+    for name in ["STOP", "SEGV", "../HUP", ""] {
+        let answer = raw_request(
+            &daemon,
+            json!({"request": "signal_task", "id": id, "signal": name}),
+        );
+        assert_eq!(answer["response"], "error", "{name}: {answer}");
+    }
+
+    // A viewer may not signal or write to a task.
+    if orch_e2e::peer::is_root() {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(daemon.dir(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let answers = orch_e2e::peer::socket_as(
+            65534,
+            &daemon.socket(),
+            &[
+                orch_e2e::peer::hello("viewer"),
+                json!({"request": "signal_task", "id": id, "signal": "KILL"}),
+                json!({"request": "send_input", "id": id, "data": "x\n", "eof": true}),
+            ],
+        );
+        for frames in &answers[1..] {
+            let message = frames[0]["message"].as_str().unwrap_or_default();
+            assert!(
+                message.contains("this request needs operator"),
+                "{answers:?}"
+            );
+        }
+    } else {
+        eprintln!("skipped the viewer's part: switching to another uid needs root");
+    }
+    assert_eq!(
+        nu.json(&format!("orch task {id} | get status")),
+        "running",
+        "nothing reached it"
+    );
+    let done = nu.json("orch audit | where action in [signal input] and ok == true | length");
+    assert_eq!(done, 0, "no signal or input was carried out");
+    nu.run(&format!("orch cancel {id} | ignore"));
+}

@@ -67,7 +67,7 @@ impl EngineState {
     ) -> Outcome {
         if data.len() > MAX_INPUT_BYTES {
             let error = ErrorReply::field(
-                ErrorKind::TooLarge,
+                ErrorKind::BadRequest,
                 "data",
                 format!(
                     "{} bytes of input; at most {MAX_INPUT_BYTES} go at once",

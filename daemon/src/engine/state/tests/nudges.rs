@@ -133,7 +133,7 @@ fn input_goes_to_a_reading_task_until_its_end_and_is_audited_by_size() {
     let error = h.input(ids[0], &big, false).1.error();
     assert_eq!(
         (error.kind, error.field.as_deref()),
-        (ErrorKind::TooLarge, Some("data"))
+        (ErrorKind::BadRequest, Some("data"))
     );
     let (_, waiting) = h.submit(vec![reading()]);
     let error = h.input(waiting[0], "x", false).1.error();

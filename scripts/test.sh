@@ -36,6 +36,16 @@ if ! command -v systemd-analyze >/dev/null 2>&1; then
   apt-get update -qq >&2
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >&2
 fi
+# The dashboard is tested in the distribution's headless Chromium, driven by
+# playwright-core (from npm, pinned in tests/browser/package-lock.json; it downloads no
+# browser).
+if [[ ! -x /usr/bin/chromium ]]; then
+  apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >&2
+fi
+if [[ ! -d tests/browser/node_modules/playwright-core ]]; then
+  (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error) >&2
+fi
 # The PostgreSQL store is tested against a real server of the run's own (PostgreSQL 15
 # from the distribution, installed when missing), stopped and removed when the run ends;
 # each test makes a database of its own on it.

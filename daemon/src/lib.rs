@@ -28,7 +28,8 @@
 //! - [`orphans`]: stopping processes that a crashed daemon left running.
 //! - [`http`]: the HTTP adapter (`--port`): the table's routes over the same operations,
 //!   with tokens.
-//! - [`metrics`]: Prometheus metrics (`prometheus-client`).
+//! - [`metrics`]: Prometheus metrics (`prometheus-client`); [`activity`]: the last hour
+//!   minute by minute, for the dashboard.
 //! - [`files`]: small files written atomically beside the database; [`child`]: what
 //!   every process the daemon starts gets back (umask, default signal actions).
 //! - [`shutdown`] and [`logging`]: signals and the daemon's own log.
@@ -36,6 +37,7 @@
 //! The rule everything follows: a state change is committed to the store before it is
 //! acted on (a process started, a client answered, a dependant released).
 
+pub mod activity;
 pub mod audit;
 pub mod child;
 pub mod cluster;
@@ -448,7 +450,7 @@ fn testenv_config(cli: &Cli, common: &Common) -> testenv::TestEnvConfig {
     }
 }
 
-/// The HTTP router over `ctx`, with its metrics.
+/// The HTTP router over `ctx`, with its metrics and its count of the last hour.
 fn http_app(
     cli: &Cli,
     ctx: &Arc<ops::Context>,
@@ -456,9 +458,10 @@ fn http_app(
     commit_latency: prometheus_client::metrics::histogram::Histogram,
 ) -> axum::Router {
     let (bus, store, testenvs) = (&ctx.bus, ctx.store.clone(), ctx.testenvs.clone());
+    let activity = activity::ActivityCounter::start(bus, store.clone());
     let metrics = metrics::Metrics::start(bus, store, testenvs, commit_latency);
     let open = cli.http_auth == config::HttpAuth::None;
-    http::router(ctx.clone(), tokens, metrics, open)
+    http::router(ctx.clone(), tokens, metrics, activity, open)
 }
 
 /// Opens the redb store in `data_dir`. A missing file makes a new store only when the

@@ -81,6 +81,7 @@ pub fn ids(
         Named::Workflow => {
             let request = Request::Workflows {
                 limit: Some(OFFERED),
+                before: None,
             };
             let Ok(Response::Workflows { workflows, .. }) = plugin.call(engine, &request) else {
                 return None;

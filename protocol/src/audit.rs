@@ -50,6 +50,9 @@ pub struct AuditFilter {
     /// At most this many, newest first.
     #[serde(default)]
     pub limit: Option<usize>,
+    /// Only entries numbered below this (the next page below the last one shown).
+    #[serde(default)]
+    pub before: Option<u64>,
 }
 
 /// Which entries a compaction archives: the oldest ones, up to (not including) a sequence

@@ -9,6 +9,7 @@
 //!   the outcomes of its attempts; [`task_change`]: stash, enqueue and edit of a task that
 //!   has not started.
 //! - [`event`]: the event log's entries; [`health`]: the daemon's health report;
+//!   [`activity`]: the last hour, minute by minute; [`log_page`]: a piece of a task's log;
 //!   [`audit`]: the audit log's entries and its check; [`filters`]: which tasks a list or a
 //!   clean is about.
 //! - [`cluster`]: the nodes of daemons sharing a PostgreSQL store, and their leader.
@@ -31,6 +32,7 @@
 //! (`Watch`, `Logs` with `follow`), which get any number of items ended by
 //! [`message::Response::StreamEnd`].
 
+pub mod activity;
 pub mod audit;
 pub mod client;
 pub mod cluster;
@@ -40,6 +42,7 @@ pub mod filters;
 pub mod frame;
 pub mod health;
 pub mod ids;
+pub mod log_page;
 pub mod message;
 pub mod notify;
 pub mod paths;
@@ -52,6 +55,7 @@ pub mod task_change;
 pub mod testenv;
 pub mod workflow;
 
+pub use activity::*;
 pub use audit::*;
 pub use client::{Client, ClientError};
 pub use cluster::*;
@@ -59,6 +63,7 @@ pub use event::*;
 pub use extensions::*;
 pub use filters::*;
 pub use health::*;
+pub use log_page::LogPage;
 pub use message::{ErrorKind, ErrorReply, Hello, Request, Response, Welcome};
 pub use notify::*;
 pub use queue::*;

@@ -160,6 +160,9 @@ pub enum Request {
         /// At most this many.
         #[serde(default)]
         limit: Option<usize>,
+        /// Only workflows with a smaller id (the next page below the last one shown).
+        #[serde(default)]
+        before: Option<WorkflowId>,
     },
     /// One workflow's summary and a page of its steps and compensations. Answered by
     /// [`Response::Workflow`]; its `next_offset` says where the next page starts.
@@ -184,6 +187,16 @@ pub enum Request {
     WorkflowRollback {
         /// Which.
         id: WorkflowId,
+    },
+    /// Run a finished workflow again from one of its steps: a new workflow of that step
+    /// and every step after it (its dependants, transitively), the steps before it taken
+    /// as done. Answered by [`Response::WorkflowSummary`] (the new workflow's) once it is
+    /// durable.
+    WorkflowRestart {
+        /// The finished workflow.
+        id: WorkflowId,
+        /// The step to start from.
+        step: String,
     },
     /// The extensions registry. Answered by [`Response::Extensions`].
     Extensions,

@@ -236,3 +236,17 @@ mod tests {
         assert_eq!(delays, vec![100, 200, 400, 500, 500]);
     }
 }
+
+/// The tasks that depend on one task (`GET /tasks/{id}/dependants`). No index keeps a
+/// task's dependants, so they are looked for among the tasks submitted after it (a task
+/// can only depend on older ones), a bounded number of ids at a time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Dependants {
+    /// The dependants found, oldest first.
+    pub tasks: Vec<Task>,
+    /// The highest id looked at.
+    pub searched_through: TaskId,
+    /// True when every task after it was looked at (none may hide further on).
+    pub complete: bool,
+}

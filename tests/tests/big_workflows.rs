@@ -150,7 +150,10 @@ fn an_answer_too_large_for_a_frame_becomes_an_error_and_the_connection_goes_on()
         Ok(Response::Health(_))
     ));
     let error = client
-        .call(&Request::Workflows { limit: None })
+        .call(&Request::Workflows {
+            limit: None,
+            before: None,
+        })
         .unwrap_err();
     assert!(
         error.to_string().contains("exceeds the frame limit"),

@@ -18,6 +18,11 @@ fn the_auth_matrix_holds_on_every_route() {
         ("POST", "/queue"),
         ("POST", "/schedules"),
         ("DELETE", "/schedules/nope"),
+        ("POST", "/tasks/1/cancel"),
+        ("POST", "/tasks/1/retry"),
+        ("POST", "/workflows/1/cancel"),
+        ("POST", "/workflows/1/rollback"),
+        ("POST", "/workflows/1/restart"),
     ];
     let reads = [
         "/tasks",
@@ -31,6 +36,13 @@ fn the_auth_matrix_holds_on_every_route() {
         "/metrics",
         "/queue",
         "/schedules",
+        "/tasks/1/logs",
+        "/tasks/1/dependants",
+        "/workflows",
+        "/workflows/1",
+        "/test/topologies",
+        "/activity",
+        "/whoami",
     ];
     let admin_only = [
         ("GET", "/audit"),
@@ -102,6 +114,12 @@ fn the_auth_matrix_holds_on_every_route() {
         Some(&body),
     );
     assert_eq!(status, 403);
+    // The dashboard's files need no token and hold no data; the data behind them does.
+    for path in ["/ui/", "/ui/tasks/1", "/ui/assets/app.js"] {
+        assert_eq!(shim.call(None, "GET", path, None).0, 200, "{path}");
+    }
+    let me = shim.json("viewer", "GET", "/whoami", None, 200);
+    assert_eq!(me, json!({"token": "viewer", "role": "viewer"}));
     let mode = std::fs::metadata(shim.daemon.data_dir().join("tokens.json"))
         .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777)
         .unwrap();

@@ -346,3 +346,56 @@ fn a_nickel_workflow_without_nickel_installed_says_so() {
         );
     }
 }
+
+#[test]
+fn a_restart_from_a_step_runs_it_and_its_dependants_and_undoes_only_its_own_steps() {
+    let daemon = Daemon::start(&[]);
+    let nu = daemon.nu();
+    let fixed = daemon.dir().join("fixed");
+    let check = format!("if not ('{}' | path exists) {{ exit 3 }}", fixed.display());
+    let workflow = json!({"name": "pipeline", "rollback_enabled": false, "operations": [
+        step("build", &[], 0, false),
+        {"id": "test", "type": "nu", "nu": check, "dependencies": ["build"], "rollback": "'rtest\n' | save -a rollback.txt"},
+        step("ship", &["test"], 0, false),
+        step("docs", &["build"], 0, false),
+    ]});
+    let failed = run(&nu, &workflow);
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let id = &failed["id"];
+    // A bad step is named at the flag; a step whose dependency failed says which to use.
+    let err = nu
+        .try_run(&format!("orch workflow restart {id} --from nope"))
+        .unwrap_err();
+    assert!(err.contains("has no step `nope`"), "{err}");
+    let err = nu
+        .try_run(&format!("orch workflow restart {id} --from ship"))
+        .unwrap_err();
+    assert!(err.contains("restart from `test` instead"), "{err}");
+    std::fs::write(&fixed, "").unwrap();
+    let restarted = nu.json(&format!(
+        "let w = (orch workflow restart {id} --from test); orch watch --workflow $w.id --all | last | ignore; orch workflow show $w.id | reject request"
+    ));
+    assert_eq!(restarted["status"], "succeeded", "{restarted}");
+    let steps: Vec<&str> = restarted["step_list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["step"].as_str().unwrap())
+        .collect();
+    assert_eq!(steps, ["test", "ship"], "build and docs are not run again");
+    let starts = lines(&daemon.dir().join("log.txt"));
+    let builds = starts
+        .iter()
+        .filter(|l| l.starts_with("build start"))
+        .count();
+    assert_eq!(builds, 1, "{starts:?}");
+    // The new workflow's rollback compensates its own steps only.
+    let rolled = nu.roll_back(&restarted["id"]);
+    assert_eq!(rolled["status"], "rolled_back", "{rolled}");
+    let undone = lines(&daemon.dir().join("rollback.txt"));
+    assert_eq!(
+        undone,
+        ["rship", "rtest"],
+        "build was not this workflow's to undo"
+    );
+}

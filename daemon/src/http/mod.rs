@@ -3,7 +3,8 @@
 //! outside the table cannot be served. Bound to loopback unless `--bind` says otherwise,
 //! behind bearer tokens ([`auth`]) and the role each operation needs ([`guard`]). Errors
 //! are JSON with the status that fits ([`error`]); the OpenAPI document is generated from
-//! the same table ([`openapi`]).
+//! the same table ([`openapi`]). The web dashboard's files are served beside them
+//! ([`ui`]), and read through the same routes.
 
 pub mod auth;
 pub mod error;
@@ -11,6 +12,7 @@ pub mod forwarded;
 mod guard;
 pub mod openapi;
 mod routes;
+pub mod ui;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -21,6 +23,7 @@ use axum::routing::MethodRouter;
 use orch_protocol::{ErrorKind, ErrorReply};
 use tokio::sync::Semaphore;
 
+use crate::activity::ActivityCounter;
 use crate::metrics::Metrics;
 use crate::ops::{self, Context, Operation, Route};
 use crate::policy::Access;
@@ -43,7 +46,13 @@ pub struct Shim {
 
 /// The routes of the operations table: those open to anyone as they are, the others
 /// behind the token check, their operation's role check and the body's limits.
-pub fn router(ctx: Arc<Context>, tokens: Arc<Tokens>, metrics: Arc<Metrics>, open: bool) -> Router {
+pub fn router(
+    ctx: Arc<Context>,
+    tokens: Arc<Tokens>,
+    metrics: Arc<Metrics>,
+    activity: Arc<ActivityCounter>,
+    open: bool,
+) -> Router {
     let shim = Shim {
         open,
         tokens: tokens.clone(),
@@ -72,8 +81,10 @@ pub fn router(ctx: Arc<Context>, tokens: Arc<Tokens>, metrics: Arc<Metrics>, ope
     })
     .layer(axum::Extension(tokens))
     .layer(axum::Extension(metrics))
+    .layer(axum::Extension(activity))
     .layer(from_fn_with_state(shim, guard::authenticate));
-    let routed = public.merge(protected);
+    // The dashboard's files hold no data: served to anyone, like /health.
+    let routed = public.merge(protected).merge(ui::router());
     let routed = if ctx.standby {
         let standby = ctx.clone();
         routed.fallback(move || std::future::ready(error::ApiError::from(standby.not_leader())))

@@ -81,6 +81,30 @@ pub fn document() -> Value {
     );
     add("Task", generator.subschema_for::<Task>());
     add(
+        "Dependants",
+        generator.subschema_for::<orch_protocol::Dependants>(),
+    );
+    add(
+        "LogPage",
+        generator.subschema_for::<orch_protocol::LogPage>(),
+    );
+    add(
+        "Activity",
+        generator.subschema_for::<orch_protocol::Activity>(),
+    );
+    add(
+        "TopologiesReport",
+        generator.subschema_for::<orch_protocol::TopologiesReport>(),
+    );
+    add(
+        "Caller",
+        generator.subschema_for::<super::routes::CallerView>(),
+    );
+    add(
+        "WorkflowRestart",
+        generator.subschema_for::<super::routes::WorkflowRestart>(),
+    );
+    add(
         "ServersRequest",
         generator.subschema_for::<ServersRequest>(),
     );

@@ -22,8 +22,8 @@ pub(crate) fn same(source: &dyn Store, target: &dyn Store) -> Result<(), Migrate
     )?;
     equal(
         "the workflows",
-        source.workflows(usize::MAX).map_err(&read)?
-            == target.workflows(usize::MAX).map_err(&read)?,
+        source.workflows(None, usize::MAX).map_err(&read)?
+            == target.workflows(None, usize::MAX).map_err(&read)?,
     )?;
     equal(
         "the workflow counts",

@@ -154,7 +154,7 @@ pub fn migrate(
     target.commit(&underway(true)).map_err(&write)?;
     let mut copied = Copied::default();
     copy_tasks(source, target, target_name, &mut copied)?;
-    let workflows = source.workflows(usize::MAX).map_err(&read)?;
+    let workflows = source.workflows(None, usize::MAX).map_err(&read)?;
     copied.workflows = workflows.len() as u64;
     copied.test_envs = snapshot.test_envs.len() as u64;
     copied.last_id = snapshot.last_task_id;

@@ -1,11 +1,13 @@
 //! `Logs` and `EnvLogs`: a task's output log, a test environment's log (after its
-//! containers' logs), each read by one [`Follower`], optionally until its writer is done.
+//! containers' logs), each read by one [`Follower`], optionally until its writer is done;
+//! and a page of a task's log by byte offset ([`task_log_page`], for a tail that follows
+//! a growing log over HTTP).
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use orch_protocol::{EnvId, EnvState, TaskId};
+use orch_protocol::{EnvId, EnvState, LogPage, TaskId};
 
 use super::{AppError, Context};
 use crate::runner::log_path;
@@ -26,6 +28,67 @@ pub fn task_log(
     ran_here(ctx, id)?;
     let writing = move || task_is_running(ctx, id);
     Ok(Follower::new(log_path(&ctx.logs_dir, id), follow, writing))
+}
+
+/// Where a page of a task's log starts: at a byte offset, or that many bytes before its
+/// end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageStart {
+    /// From this offset.
+    At(u64),
+    /// The last this many bytes.
+    Tail(u64),
+}
+
+/// Task `id`'s log from `start`, at most `limit` bytes (and at most [`CHUNK`]). A task
+/// that wrote nothing has an empty log; a page past the end is empty and says where the
+/// end is.
+pub fn task_log_page(
+    ctx: &Context,
+    id: TaskId,
+    start: PageStart,
+    limit: usize,
+) -> Result<LogPage, AppError> {
+    // Read before the file: a log read after its task was seen final is whole.
+    let complete = !task_is_running(ctx, id)?;
+    ran_here(ctx, id)?;
+    let unreadable = |e: std::io::Error| {
+        AppError::new(
+            super::AppErrorKind::Internal,
+            format!("task {id}'s log cannot be read: {e}"),
+        )
+    };
+    let mut file = match std::fs::File::open(log_path(&ctx.logs_dir, id)) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(LogPage {
+                offset: 0,
+                next_offset: 0,
+                size: 0,
+                text: String::new(),
+                complete,
+            });
+        }
+        Err(e) => return Err(unreadable(e)),
+    };
+    let size = file.metadata().map_err(unreadable)?.len();
+    let offset = match start {
+        PageStart::At(offset) => offset.min(size),
+        PageStart::Tail(bytes) => size.saturating_sub(bytes),
+    };
+    let wanted = limit.min(CHUNK) as u64;
+    let mut bytes = Vec::with_capacity(wanted.min(size - offset) as usize);
+    file.seek(SeekFrom::Start(offset)).map_err(unreadable)?;
+    file.take(wanted)
+        .read_to_end(&mut bytes)
+        .map_err(unreadable)?;
+    Ok(LogPage {
+        offset,
+        next_offset: offset + bytes.len() as u64,
+        size: size.max(offset + bytes.len() as u64),
+        text: String::from_utf8_lossy(&bytes).into_owned(),
+        complete,
+    })
 }
 
 /// The other node of the cluster that keeps task `id`'s log (it ran its last attempt),

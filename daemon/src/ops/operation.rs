@@ -130,6 +130,28 @@ pub enum RouteId {
     Tasks,
     /// `GET /tasks/{id}`
     Task,
+    /// `POST /tasks/{id}/cancel`
+    TaskCancel,
+    /// `POST /tasks/{id}/retry`
+    TaskRetry,
+    /// `GET /tasks/{id}/logs`
+    TaskLog,
+    /// `GET /tasks/{id}/dependants`
+    TaskDependants,
+    /// `GET /workflows`
+    Workflows,
+    /// `GET /workflows/{id}`
+    Workflow,
+    /// `POST /workflows/{id}/cancel`
+    WorkflowCancel,
+    /// `POST /workflows/{id}/rollback`
+    WorkflowRollback,
+    /// `POST /workflows/{id}/restart`
+    WorkflowRestart,
+    /// `GET /test/topologies`
+    Topologies,
+    /// `GET /activity`
+    Activity,
     /// `GET /events`
     Events,
     /// `POST /workflows/servers/create`
@@ -176,6 +198,8 @@ pub enum RouteId {
     AuditVerify,
     /// `GET /audit/segments`
     AuditSegments,
+    /// `GET /whoami`
+    WhoAmI,
     /// `GET /auth/tokens`
     Tokens,
     /// `POST /auth/tokens`

@@ -1,6 +1,6 @@
 //! `Workflows` and `Workflow`: read workflows from the store, as summaries (whose size
-//! does not grow with their steps) and pages of steps; `WorkflowCancel` and
-//! `WorkflowRollback`, answered once the change is durable.
+//! does not grow with their steps) and pages of steps; `WorkflowCancel`,
+//! `WorkflowRollback` and `WorkflowRestart`, answered once the change is durable.
 
 use std::collections::HashMap;
 
@@ -8,16 +8,25 @@ use orch_protocol::{
     Actor, TaskId, TaskStatus, Workflow, WorkflowId, WorkflowSummary, WorkflowView,
 };
 
-use super::{AppError, Context};
+use super::{AppError, AppErrorKind, Context};
 use crate::engine::Command;
+use crate::workflows::restart;
 use crate::workflows::views::{no_such_workflow, workflow_page, workflow_summary};
 
 /// How many workflows `Workflows` returns when no limit is given.
 const DEFAULT_LIMIT: usize = 100;
 
-/// `Workflows`: the newest first, as summaries.
-pub fn list(ctx: &Context, limit: Option<usize>) -> Result<Vec<WorkflowSummary>, AppError> {
-    let workflows = ctx.store.workflows(limit.unwrap_or(DEFAULT_LIMIT))?;
+/// The most workflows one `Workflows` answers with.
+pub const MAX_LIMIT: usize = 1000;
+
+/// `Workflows`: the newest first (below `before`), as summaries.
+pub fn list(
+    ctx: &Context,
+    limit: Option<usize>,
+    before: Option<WorkflowId>,
+) -> Result<Vec<WorkflowSummary>, AppError> {
+    let limit = limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT);
+    let workflows = ctx.store.workflows(before, limit)?;
     workflows
         .iter()
         .map(|w| {
@@ -83,6 +92,51 @@ pub async fn cancel(
 ) -> Result<WorkflowSummary, AppError> {
     let cancel = |reply| Command::CancelWorkflow { actor, id, reply };
     Ok(ctx.engine.request(cancel).await?)
+}
+
+/// `WorkflowRestart`: a new workflow of the finished workflow `id`'s steps from `step`
+/// on ([`restart`]), answered with its summary once it is durable.
+pub async fn restart(
+    ctx: &Context,
+    actor: Actor,
+    id: WorkflowId,
+    step: &str,
+) -> Result<WorkflowSummary, AppError> {
+    let workflow = stored(ctx, id)?;
+    let statuses = stored_statuses(ctx, &workflow)?;
+    let mut specs = HashMap::new();
+    if let Some(chosen) = restart::restarted_steps(&workflow, step) {
+        let tasks = workflow.steps.iter().filter(|s| chosen.contains(&s.id));
+        for task in tasks.map(|s| s.task) {
+            if let Some(stored) = ctx.store.get(task)? {
+                specs.insert(task, stored.spec);
+            }
+        }
+    }
+    let run = restart::FinishedRun {
+        workflow: &workflow,
+        specs: &specs,
+        statuses: &statuses,
+    };
+    let draft = restart::draft(&run, step).map_err(|e| refusal(&e))?;
+    let submit = |reply| Command::SubmitWorkflow {
+        actor,
+        draft: Box::new(draft),
+        reply,
+    };
+    Ok(ctx.engine.request(submit).await?)
+}
+
+/// A restart's refusal as the answer names it: the step asked for, or the workflow's
+/// state.
+fn refusal(error: &restart::RestartError) -> AppError {
+    use restart::RestartError as E;
+    let (kind, field) = match error {
+        E::NoSuchStep { .. } => (AppErrorKind::NotFound, "step"),
+        E::Removed { .. } | E::DependencyNotDone { .. } => (AppErrorKind::Conflict, "step"),
+        E::NotFinished { .. } | E::RolledBack { .. } => (AppErrorKind::Conflict, "id"),
+    };
+    AppError::field(kind, field, error.to_string())
 }
 
 /// `WorkflowRollback`: compensates its completed steps.

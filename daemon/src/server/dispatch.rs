@@ -114,7 +114,7 @@ pub async fn dispatch(
             ops::workflow_submit::plan(ctx, &workflow, submitter)
                 .map(|plan| Response::Plan(Box::new(plan)))
         }
-        Request::Workflows { limit } => match ops::workflows::list(ctx, limit) {
+        Request::Workflows { limit, before } => match ops::workflows::list(ctx, limit, before) {
             Ok(summaries) => return conn.send_list("workflows", &summaries).await,
             Err(e) => Err(e),
         },
@@ -124,6 +124,9 @@ pub async fn dispatch(
             .await
             .map(|summary| Response::WorkflowSummary(Box::new(summary))),
         Request::WorkflowRollback { id } => ops::workflows::rollback(ctx, actor, id)
+            .await
+            .map(|summary| Response::WorkflowSummary(Box::new(summary))),
+        Request::WorkflowRestart { id, step } => ops::workflows::restart(ctx, actor, id, &step)
             .await
             .map(|summary| Response::WorkflowSummary(Box::new(summary))),
         Request::Extensions => Ok(Response::Extensions(Box::new(ops::daemon::extensions(ctx)))),

@@ -375,8 +375,13 @@ pub trait Store: AuditLog + Send + Sync + 'static {
     /// One workflow.
     fn workflow(&self, id: WorkflowId) -> Result<Option<Workflow>, StoreError>;
 
-    /// The newest `limit` workflows, newest first.
-    fn workflows(&self, limit: usize) -> Result<Vec<Workflow>, StoreError>;
+    /// The newest `limit` workflows, newest first; with `before`, only those with a
+    /// smaller id (the next page).
+    fn workflows(
+        &self,
+        before: Option<WorkflowId>,
+        limit: usize,
+    ) -> Result<Vec<Workflow>, StoreError>;
 
     /// Tasks matching `filter`, newest first (below its cursor, at most its limit), read
     /// through the indexes: the cost follows the result, not the store.

@@ -11,6 +11,7 @@
 //! - [`names`]: the plain names and hostnames requests and settings may give.
 //! - [`snippets`]: the Nushell code generated steps (and test environments) run.
 //! - [`secrets`]: provider credentials as references, resolved by the step at run time.
+//! - [`restart`]: a finished workflow's steps from one of them on, as a new draft.
 
 mod checks;
 mod error;
@@ -19,6 +20,7 @@ pub mod graph;
 mod infra;
 pub mod names;
 mod plan;
+pub mod restart;
 mod secrets;
 pub mod snippets;
 mod taskservs;
@@ -50,6 +52,8 @@ pub struct Draft {
     pub rollback_enabled: bool,
     /// Its steps, dependencies first.
     pub steps: Vec<DraftStep>,
+    /// The finished workflow it restarts from one of its steps (none: a new request).
+    pub restart_of: Option<orch_protocol::WorkflowId>,
 }
 
 /// One step of a [`Draft`].

@@ -72,6 +72,7 @@ impl PluginCommand for Audit {
         let filter = AuditFilter {
             action: call.get_flag("action")?,
             limit: Some(args::limit_flag(call)?.unwrap_or(100)),
+            before: None,
         };
         let entries = match plugin.call(engine, &Request::Audit { filter }) {
             Ok(Response::Audit { entries }) => entries,

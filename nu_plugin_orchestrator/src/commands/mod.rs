@@ -59,6 +59,7 @@ mod workflow_batch;
 mod workflow_cluster;
 mod workflow_list;
 mod workflow_plan;
+mod workflow_restart;
 mod workflow_servers;
 mod workflow_show;
 mod workflow_taskserv;
@@ -130,6 +131,7 @@ pub fn all() -> Vec<Box<dyn PluginCommand<Plugin = OrchestratorPlugin>>> {
         Box::new(workflow_batch::SubmitBatch),
         Box::new(workflow_list::WorkflowList),
         Box::new(workflow_show::WorkflowShow),
+        Box::new(workflow_restart::WorkflowRestart),
         Box::new(workflow_plan::WorkflowPlan),
         Box::new(workflow_show::CANCEL),
         Box::new(workflow_show::ROLLBACK),

@@ -29,18 +29,31 @@ impl SimplePluginCommand for WorkflowList {
             .named(
                 "limit",
                 SyntaxShape::Int,
-                "At most this many (default 100).",
+                "At most this many (default 100, at most 1000).",
                 Some('n'),
+            )
+            .named(
+                "before",
+                SyntaxShape::Int,
+                "Only workflows with a smaller id (the page after one that ended there).",
+                Some('b'),
             )
             .category(Category::Custom("orchestrator".into()))
     }
 
     fn examples(&self) -> Vec<Example<'_>> {
-        vec![Example {
-            example: "orch workflow list | where status == failed",
-            description: "The workflows that failed",
-            result: None,
-        }]
+        vec![
+            Example {
+                example: "orch workflow list | where status == failed",
+                description: "The workflows that failed",
+                result: None,
+            },
+            Example {
+                example: "orch workflow list --limit 50 --before 1200",
+                description: "The 50 workflows before workflow 1200",
+                result: None,
+            },
+        ]
     }
 
     fn run(
@@ -51,8 +64,17 @@ impl SimplePluginCommand for WorkflowList {
         _input: &Value,
     ) -> Result<Value, LabeledError> {
         let limit = args::limit_flag(call)?;
+        let before = match args::flag::<i64>(call, "before")? {
+            None => None,
+            Some(b) => Some(u64::try_from(b).map_err(|_| {
+                LabeledError::new("invalid cursor").with_label(
+                    "a workflow id is not negative",
+                    call.get_flag_span("before").unwrap_or(call.head),
+                )
+            })?),
+        };
         let answer = plugin
-            .call(engine, &Request::Workflows { limit })
+            .call(engine, &Request::Workflows { limit, before })
             .map_err(|e| labeled(e, call.head, &[]))?;
         match answer {
             Response::Workflows { workflows, .. } => Ok(Value::list(

@@ -268,8 +268,12 @@ impl EngineState {
                 reply,
             } => {
                 let params = draft.request.clone();
+                let action = match draft.restart_of {
+                    Some(_) => "workflow_restart",
+                    None => "workflow_submit",
+                };
                 let outcome = self.submit_workflow(*draft, reply);
-                self.audit(actor, "workflow_submit", params, outcome);
+                self.audit(actor, action, params, outcome);
             }
             Command::CancelWorkflow { actor, id, reply } => {
                 let outcome = self.cancel_workflow(id, reply);

@@ -24,6 +24,9 @@ impl EngineState {
         mut draft: Draft,
         reply: Reply<WorkflowSummary>,
     ) -> Outcome {
+        if let Some(error) = draft.restart_of.and_then(|id| self.restart_refusal(id)) {
+            return self.refuse(reply, error);
+        }
         if let Some(group) = &draft.group {
             if !self.controls.groups.contains_key(group) {
                 let error = orch_protocol::ErrorReply::field(
@@ -209,6 +212,28 @@ pub(super) fn next_round(workflow: &Workflow) -> u32 {
         .max()
         .unwrap_or(0)
         + 1
+}
+
+impl EngineState {
+    /// Why a restart of workflow `id` may not go on, now that the engine handles it: the
+    /// workflow was checked as finished when the restart was read from the store, but a
+    /// rollback asked for meanwhile would undo the steps the restart takes as done.
+    fn restart_refusal(&self, id: WorkflowId) -> Option<orch_protocol::ErrorReply> {
+        let status = self.workflows.get(&id)?.state.status();
+        let undone = matches!(
+            status,
+            WorkflowStatus::RollingBack
+                | WorkflowStatus::RolledBack
+                | WorkflowStatus::RollbackFailed
+                | WorkflowStatus::Running
+        );
+        undone.then(|| {
+            conflict(format!(
+                "workflow {id} is {} now: it can no longer be restarted from its steps",
+                status.as_str()
+            ))
+        })
+    }
 }
 
 /// A step's task spec: tagged with its workflow and step, at the workflow's priority,

@@ -1,4 +1,5 @@
-//! `/test/environments...`: create, list, show, run, delete, and the log as text.
+//! `/test/environments...`: create, list, show, run, delete, and the log as text; and
+//! `/test/topologies`, what environments are created from.
 
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection};
@@ -84,4 +85,9 @@ pub async fn logs(
         _ => std::fs::read_to_string(ctx.testenvs.log_path(id)).unwrap_or_default(),
     };
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response())
+}
+
+/// `GET /test/topologies`
+pub async fn topologies(State(ctx): Ctx) -> Answer {
+    Ok(Json(ops::envs::topologies(&ctx)).into_response())
 }

@@ -9,6 +9,9 @@ mod tasks;
 mod tokens;
 mod workflows;
 
+pub use tokens::CallerView;
+pub use workflows::WorkflowRestart;
+
 use std::sync::Arc;
 
 use axum::response::Response as HttpResponse;
@@ -58,6 +61,17 @@ pub fn bind(id: RouteId, method: Method) -> MethodRouter<Arc<Context>> {
         RouteId::AuditSegments => on(method, system::audit_segments),
         RouteId::Tasks => on(method, tasks::tasks),
         RouteId::Task => on(method, tasks::task),
+        RouteId::TaskCancel => on(method, tasks::cancel),
+        RouteId::TaskRetry => on(method, tasks::retry),
+        RouteId::TaskLog => on(method, tasks::log),
+        RouteId::TaskDependants => on(method, tasks::dependants),
+        RouteId::Workflows => on(method, workflows::list),
+        RouteId::Workflow => on(method, workflows::get),
+        RouteId::WorkflowCancel => on(method, workflows::cancel),
+        RouteId::WorkflowRollback => on(method, workflows::rollback),
+        RouteId::WorkflowRestart => on(method, workflows::restart),
+        RouteId::Topologies => on(method, envs::topologies),
+        RouteId::Activity => on(method, system::activity),
         RouteId::Events => on(method, events::events),
         RouteId::ServersCreate => on(method, workflows::servers_create),
         RouteId::TaskservCreate | RouteId::TaskservInstall => {
@@ -75,6 +89,7 @@ pub fn bind(id: RouteId, method: Method) -> MethodRouter<Arc<Context>> {
         RouteId::ScheduleAdd => on(method, system::schedule_add),
         RouteId::Schedules => on(method, system::schedules),
         RouteId::ScheduleRemove => on(method, system::schedule_remove),
+        RouteId::WhoAmI => on(method, tokens::whoami),
         RouteId::Tokens => on(method, tokens::list),
         RouteId::TokenCreate => on(method, tokens::create),
         RouteId::TokenRevoke => on(method, tokens::revoke),

@@ -1,5 +1,5 @@
-//! `/health`, `/openapi.json`, `/metrics`, `/extensions/*`, `/queue`, `/schedules` and
-//! `/audit*`.
+//! `/health`, `/openapi.json`, `/metrics`, `/activity`, `/extensions/*`, `/queue`,
+//! `/schedules` and `/audit*`.
 
 use std::sync::Arc;
 
@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{Answer, Caller, Ctx};
+use crate::activity::ActivityCounter;
 use crate::metrics::Metrics;
 use crate::ops::{self, Context};
 
@@ -123,6 +124,7 @@ pub async fn clusters(State(ctx): Ctx) -> Answer {
 pub struct AuditQuery {
     action: Option<String>,
     limit: Option<usize>,
+    before: Option<u64>,
 }
 
 /// `GET /audit`
@@ -131,6 +133,7 @@ pub async fn audit(State(ctx): Ctx, query: Result<Query<AuditQuery>, QueryReject
     let filter = AuditFilter {
         action: query.action,
         limit: query.limit,
+        before: query.before,
     };
     Ok(Json(ops::audit::list(&ctx, &filter)?).into_response())
 }
@@ -143,4 +146,9 @@ pub async fn audit_verify(State(ctx): Ctx) -> Answer {
 /// `GET /audit/segments`
 pub async fn audit_segments(State(ctx): Ctx) -> Answer {
     Ok(Json(ops::audit::segments(&ctx)?).into_response())
+}
+
+/// `GET /activity`: the last hour, minute by minute.
+pub async fn activity(Extension(activity): Extension<Arc<ActivityCounter>>) -> Answer {
+    Ok(Json(activity.view(chrono::Utc::now())).into_response())
 }

@@ -1,5 +1,5 @@
 //! `/auth/tokens`: list, make and revoke HTTP tokens (each change in the audit log, never
-//! with the secret).
+//! with the secret); `/whoami`: the caller's own token.
 
 use std::sync::Arc;
 
@@ -23,6 +23,24 @@ use crate::policy::Role;
 pub struct NewToken {
     name: String,
     role: Role,
+}
+
+/// The caller, as `GET /whoami` names it.
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub struct CallerView {
+    /// The token's name.
+    pub token: String,
+    /// Its role: what it may do.
+    pub role: Role,
+}
+
+/// `GET /whoami`: the token's name and role.
+pub async fn whoami(Extension(caller): Extension<Caller>) -> Answer {
+    Ok(Json(CallerView {
+        token: caller.token,
+        role: caller.role,
+    })
+    .into_response())
 }
 
 /// `GET /auth/tokens`: every token's id, name, role and creation time, never a secret.

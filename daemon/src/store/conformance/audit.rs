@@ -78,8 +78,15 @@ pub(crate) fn audit_entries_are_sealed_in_order_onto_a_chain_that_verifies(fixtu
         let cancels = AuditFilter {
             action: Some("cancel".into()),
             limit: Some(2),
+            before: None,
         };
         assert_eq!(seqs(&cancels), vec![6, 4]);
+        let page = AuditFilter {
+            limit: Some(2),
+            before: Some(5),
+            ..AuditFilter::default()
+        };
+        assert_eq!(seqs(&page), vec![4, 3]);
         let entries = store.audit(&AuditFilter::default()).unwrap();
         assert!(
             entries

@@ -207,8 +207,20 @@ pub(crate) fn the_last_id_counts_workflows_and_test_envs_and_outlives_removals(
     assert_eq!(wf_counts, expected);
     assert!(store.workflow(5).unwrap().is_none());
     assert_eq!(store.workflow(7).unwrap().map(|w| w.id), Some(7));
-    let newest: Vec<u64> = store.workflows(10).unwrap().iter().map(|w| w.id).collect();
+    let newest: Vec<u64> = store
+        .workflows(None, 10)
+        .unwrap()
+        .iter()
+        .map(|w| w.id)
+        .collect();
     assert_eq!(newest, vec![7]);
+    let page = |before, limit| -> Vec<u64> {
+        let page = store.workflows(before, limit).unwrap();
+        page.iter().map(|w| w.id).collect()
+    };
+    assert_eq!(page(Some(7), 10), Vec::<u64>::new());
+    assert_eq!(page(Some(8), 10), vec![7]);
+    assert_eq!(page(None, 0), Vec::<u64>::new());
     assert_eq!(store.load().unwrap().last_task_id, 9);
 }
 

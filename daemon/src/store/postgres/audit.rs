@@ -21,10 +21,13 @@ impl AuditLog for PostgresStore {
     fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>, StoreError> {
         let action = filter.action.clone();
         let limit = filter.limit.map(|l| i64::try_from(l).unwrap_or(i64::MAX));
+        let before = filter
+            .before
+            .map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
         self.read(|conn| async move {
             let sql = "SELECT seq, body FROM audit WHERE ($1::text IS NULL OR action = $1)
-                ORDER BY seq DESC LIMIT $2";
-            let rows = conn.query(sql, &[&action, &limit]).await?;
+                AND seq < $3 ORDER BY seq DESC LIMIT $2";
+            let rows = conn.query(sql, &[&action, &limit, &before]).await?;
             rows.iter().map(|r| record("audit entry", r)).collect()
         })
     }

@@ -308,11 +308,17 @@ impl Store for PostgresStore {
         })
     }
 
-    fn workflows(&self, limit: usize) -> Result<Vec<Workflow>, StoreError> {
+    fn workflows(
+        &self,
+        before: Option<WorkflowId>,
+        limit: usize,
+    ) -> Result<Vec<Workflow>, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let before = before.map_or(i64::MAX, |id| i64::try_from(id).unwrap_or(i64::MAX));
+        // (An id past a bigint's range is above every stored one: the same as no cursor.)
         self.read(|conn| async move {
-            let sql = "SELECT id, body FROM workflows ORDER BY id DESC LIMIT $1";
-            let rows = conn.query(sql, &[&limit]).await?;
+            let sql = "SELECT id, body FROM workflows WHERE id < $1 ORDER BY id DESC LIMIT $2";
+            let rows = conn.query(sql, &[&before, &limit]).await?;
             rows.iter().map(|r| record("workflow", r)).collect()
         })
     }

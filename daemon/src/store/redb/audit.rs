@@ -35,7 +35,10 @@ impl AuditLog for RedbStore {
         let table = txn.open_table(AUDIT).map_err(backend)?;
         let limit = filter.limit.unwrap_or(usize::MAX);
         let mut out = Vec::new();
-        for entry in table.iter().map_err(backend)?.rev() {
+        let below = table
+            .range(..filter.before.unwrap_or(u64::MAX))
+            .map_err(backend)?;
+        for entry in below.rev() {
             if out.len() >= limit {
                 break;
             }

@@ -122,11 +122,18 @@ impl Store for RedbStore {
         }
     }
 
-    fn workflows(&self, limit: usize) -> Result<Vec<Workflow>, StoreError> {
+    fn workflows(
+        &self,
+        before: Option<WorkflowId>,
+        limit: usize,
+    ) -> Result<Vec<Workflow>, StoreError> {
         let txn = self.db.begin_read().map_err(backend)?;
         let table = txn.open_table(WORKFLOWS).map_err(backend)?;
         let mut out = Vec::new();
-        for entry in table.iter().map_err(backend)?.rev().take(limit) {
+        let below = table
+            .range(..before.unwrap_or(WorkflowId::MAX))
+            .map_err(backend)?;
+        for entry in below.rev().take(limit) {
             let (id, body) = entry.map_err(backend)?;
             out.push(decode(&format!("workflow {}", id.value()), body.value())?);
         }

@@ -70,6 +70,7 @@ fn empty_draft(name: String, kind: WorkflowKind, run: &RunOptions) -> Draft {
         group: run.group.clone(),
         rollback_enabled: run.rollback_enabled,
         steps: Vec::new(),
+        restart_of: None,
     }
 }
 

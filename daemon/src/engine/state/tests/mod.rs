@@ -121,6 +121,7 @@ fn draft(steps: &[(&str, &[&str], bool)], parallel_limit: Option<u32>, rollback:
                 fill_workflow_id: false,
             })
             .collect(),
+        restart_of: None,
     }
 }
 

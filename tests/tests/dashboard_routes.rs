@@ -405,3 +405,47 @@ fn the_last_hour_is_counted_by_minute_and_read_back_after_a_restart() {
     let again = until(&shim, "/activity", |a| a["succeeded_last_hour"] == 5);
     assert_eq!(again["failed_last_hour"], 1, "{again}");
 }
+
+#[test]
+fn the_dashboard_serves_its_own_files_only_and_forbids_inline_code_and_framing() {
+    let shim = Shim::start(&[]);
+    std::fs::write(shim.daemon.dir().join("secret.txt"), "do-not-serve").unwrap();
+    for path in [
+        "/ui/assets/../../secret.txt",
+        "/ui/assets/%2e%2e/%2e%2e/secret.txt",
+        "/ui/../secret.txt",
+        "/ui/assets/..%2F..%2Fsecret.txt",
+        "/ui//etc/passwd",
+    ] {
+        let (status, body) = shim.curl(None, "GET", path, &["--path-as-is"]);
+        assert!(
+            !body.contains("do-not-serve") && !body.contains("root:"),
+            "{path}"
+        );
+        assert!([200, 404].contains(&status), "{path}: {status}");
+        if status == 200 {
+            assert!(
+                body.contains("/ui/assets/app.js"),
+                "{path} is the page: {body}"
+            );
+        }
+    }
+    let (status, headers) = shim.curl(
+        None,
+        "GET",
+        "/ui/workflows/1",
+        &["-D", "-", "-o", "/dev/null"],
+    );
+    assert_eq!(status, 200);
+    let headers = headers.to_ascii_lowercase();
+    assert!(
+        headers.contains("content-security-policy: default-src 'none'; script-src 'self'"),
+        "{headers}"
+    );
+    assert!(
+        headers.contains("frame-ancestors 'none'") && headers.contains("x-frame-options: deny"),
+        "{headers}"
+    );
+    let (status, _) = shim.curl(None, "GET", "/", &[]);
+    assert_eq!(status, 303, "/ goes to the dashboard");
+}

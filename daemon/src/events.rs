@@ -57,12 +57,48 @@ pub struct Filter {
     pub task: Option<TaskId>,
     /// Only this workflow's and its steps'.
     pub workflow: Option<WorkflowId>,
+    /// Only events of these types.
+    pub types: Option<EventTypes>,
 }
 
 impl Filter {
     fn passes(&self, event: &Event) -> bool {
         self.task.is_none_or(|id| id == event.task)
             && self.workflow.is_none_or(|id| Some(id) == event.workflow)
+            && self.types.is_none_or(|types| types.contains(&event.kind))
+    }
+}
+
+/// A set of event types (the names of [`EventKind::NAMES`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EventTypes(u32);
+
+impl EventTypes {
+    /// The types of a comma-separated list of names (`env,workflow`); the error names the
+    /// first unknown one and lists the known ones.
+    pub fn parse(list: &str) -> Result<EventTypes, String> {
+        let mut bits = 0;
+        for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let Some(index) = EventKind::NAMES.iter().position(|known| *known == name) else {
+                return Err(format!(
+                    "{name:?} is not an event type (the types: {})",
+                    EventKind::NAMES.join(", ")
+                ));
+            };
+            bits |= 1 << index;
+        }
+        if bits == 0 {
+            return Err("no event type given".to_string());
+        }
+        Ok(EventTypes(bits))
+    }
+
+    /// Whether `kind` is one of these types.
+    pub fn contains(&self, kind: &EventKind) -> bool {
+        let index = EventKind::NAMES
+            .iter()
+            .position(|known| *known == kind.name());
+        index.is_some_and(|i| self.0 & (1 << i) != 0)
     }
 }
 
@@ -241,6 +277,7 @@ mod tests {
             ],
         );
         let only_task_1 = Filter {
+            types: None,
             task: Some(1),
             workflow: None,
         };
@@ -281,5 +318,27 @@ mod tests {
             seen.push(event.seq);
         }
         assert_eq!(seen, (2..=CAPACITY as u64 + 10).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn event_types_are_named_and_an_unknown_one_is_refused_with_the_known_ones() {
+        let types = EventTypes::parse("env, workflow,").unwrap();
+        assert!(types.contains(&EventKind::Workflow {
+            status: orch_protocol::WorkflowStatus::Running,
+            message: None,
+        }));
+        assert!(!types.contains(&EventKind::Cancelled));
+        let error = EventTypes::parse("env,bogus").unwrap_err();
+        assert!(
+            error.contains("\"bogus\"") && error.contains("submitted"),
+            "{error}"
+        );
+        assert!(EventTypes::parse(" , ").is_err(), "no type at all");
+        let filter = Filter {
+            types: Some(EventTypes::parse("cancelled").unwrap()),
+            ..Filter::default()
+        };
+        assert!(filter.passes(&event(1, 7, EventKind::Cancelled)));
+        assert!(!filter.passes(&event(2, 7, EventKind::Retried)));
     }
 }

@@ -169,10 +169,7 @@ impl Collector for State {
                 .filter(|(_, n)| *n > 0)
                 .map(|(s, n)| (s.as_str(), *n)),
         )?;
-        let mut envs = std::collections::BTreeMap::new();
-        for env in self.testenvs.list() {
-            *envs.entry(env.state.status()).or_insert(0) += 1;
-        }
+        let envs = self.testenvs.counts();
         let help = "Test environments by status.";
         by_status(
             &mut encoder,

@@ -5,7 +5,7 @@
 use nu_plugin::EngineInterface;
 use nu_protocol::DynamicSuggestion;
 use nu_protocol::engine::ArgType;
-use orch_protocol::{Request, Response, TaskFilter, TaskStatus};
+use orch_protocol::{EnvFilter, Request, Response, TaskFilter, TaskStatus};
 
 use crate::OrchestratorPlugin;
 
@@ -99,7 +99,12 @@ pub fn ids(
                 .collect()
         }
         Named::Environment => {
-            let Ok(Response::Envs { envs }) = plugin.call(engine, &Request::Envs) else {
+            let Ok(Response::Envs { envs }) = plugin.call(
+                engine,
+                &Request::Envs {
+                    filter: EnvFilter::default(),
+                },
+            ) else {
                 return None;
             };
             envs.into_iter()

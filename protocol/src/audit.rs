@@ -53,6 +53,21 @@ pub struct AuditFilter {
     /// Only entries numbered below this (the next page below the last one shown).
     #[serde(default)]
     pub before: Option<u64>,
+    /// Only the requests of this user id.
+    #[serde(default)]
+    pub uid: Option<u32>,
+    /// Only requests that were carried out (`true`) or refused or failed (`false`).
+    #[serde(default)]
+    pub ok: Option<bool>,
+}
+
+impl AuditFilter {
+    /// Whether `entry` passes the filter (its page and limit aside).
+    pub fn passes(&self, entry: &AuditEntry) -> bool {
+        self.action.as_ref().is_none_or(|a| *a == entry.action)
+            && self.uid.is_none_or(|uid| uid == entry.actor.uid)
+            && self.ok.is_none_or(|ok| ok == entry.ok)
+    }
 }
 
 /// Which entries a compaction archives: the oldest ones, up to (not including) a sequence
@@ -169,7 +184,29 @@ pub struct AuditReport {
 
 #[cfg(test)]
 mod tests {
-    use super::AuditCut;
+    use super::{AuditCut, AuditEntry, AuditFilter};
+
+    #[test]
+    fn a_filter_passes_the_entries_of_its_action_user_and_outcome() {
+        let entry: AuditEntry = serde_json::from_value(serde_json::json!({
+            "seq": 1, "at": "2026-12-06T00:00:00Z",
+            "actor": {"uid": 1000, "interface": "socket"}, "action": "cancel",
+            "params": {}, "ok": false, "outcome": "refused", "prev_hash": "", "hash": ""
+        }))
+        .unwrap();
+        let passes = |filter: serde_json::Value| {
+            serde_json::from_value::<AuditFilter>(filter)
+                .unwrap()
+                .passes(&entry)
+        };
+        assert!(passes(serde_json::json!({})));
+        assert!(passes(
+            serde_json::json!({"action": "cancel", "uid": 1000, "ok": false})
+        ));
+        assert!(!passes(serde_json::json!({"uid": 0})));
+        assert!(!passes(serde_json::json!({"ok": true})));
+        assert!(!passes(serde_json::json!({"action": "submit"})));
+    }
 
     #[test]
     fn a_cut_is_a_sequence_number_or_a_time_and_anything_else_says_so() {

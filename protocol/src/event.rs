@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::state::{AttemptOutcome, TaskStatus};
 use crate::task::{Progress, TaskId};
+use crate::testenv::EnvState;
 use crate::workflow::{WorkflowId, WorkflowStatus};
 
 /// Position of an event in the daemon's event log.
@@ -112,11 +113,18 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         message: Option<String>,
     },
+    /// A test environment's record changed: a stage began or ended, probes or test
+    /// results were recorded, or it is being deleted (the event's `task` is the
+    /// environment's id).
+    Env {
+        /// Its state after the change.
+        state: EnvState,
+    },
 }
 
 impl EventKind {
     /// The name of every event type, as in its `type` field.
-    pub const NAMES: [&'static str; 19] = [
+    pub const NAMES: [&'static str; 20] = [
         "submitted",
         "delayed",
         "queued",
@@ -136,17 +144,21 @@ impl EventKind {
         "edited",
         "removed",
         "workflow",
+        "env",
     ];
 
-    /// True for the events that leave a task in a final state.
+    /// True for the events that leave a task, a workflow or a test environment in a
+    /// final state (an environment's is `deleted`).
     pub fn is_final(&self) -> bool {
-        matches!(
-            self,
+        match self {
             EventKind::Succeeded { .. }
-                | EventKind::Failed { .. }
-                | EventKind::Cancelled
-                | EventKind::DependencyFailed { .. }
-        ) || matches!(self, EventKind::Workflow { status, .. } if status.is_final())
+            | EventKind::Failed { .. }
+            | EventKind::Cancelled
+            | EventKind::DependencyFailed { .. } => true,
+            EventKind::Workflow { status, .. } => status.is_final(),
+            EventKind::Env { state } => matches!(state, EnvState::Deleted { .. }),
+            _ => false,
+        }
     }
 
     /// The event's name, as in its `type` field.
@@ -171,6 +183,7 @@ impl EventKind {
             EventKind::Edited { .. } => "edited",
             EventKind::Removed => "removed",
             EventKind::Workflow { .. } => "workflow",
+            EventKind::Env { .. } => "env",
         }
     }
 }

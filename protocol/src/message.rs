@@ -12,7 +12,7 @@ use crate::queue::{QueueChange, QueueView};
 use crate::schedule::{Schedule, ScheduleChange, ScheduleSpec, ScheduleView};
 use crate::task::{Task, TaskId, TaskSpec};
 use crate::task_change::TaskChange;
-use crate::testenv::{EnvId, EnvRequest, TestEnv, TopologiesReport};
+use crate::testenv::{EnvFilter, EnvId, EnvRequest, TestEnv, TopologiesReport};
 use crate::workflow::{
     WorkflowId, WorkflowPlan, WorkflowRequest, WorkflowSubmitted, WorkflowSummary, WorkflowView,
 };
@@ -206,8 +206,13 @@ pub enum Request {
         /// What to create.
         env: EnvRequest,
     },
-    /// Every test environment, newest first. Answered by [`Response::Envs`].
-    Envs,
+    /// Test environments, newest first (a page of them: see [`EnvFilter`]). Answered by
+    /// [`Response::Envs`].
+    Envs {
+        /// Which environments.
+        #[serde(default)]
+        filter: EnvFilter,
+    },
     /// One test environment. Answered by [`Response::Env`].
     Env {
         /// Which.

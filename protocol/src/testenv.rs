@@ -362,6 +362,37 @@ pub struct Diagnostics {
     pub output: String,
 }
 
+/// Which test environments a list gives: newest first, those below `before`, at most
+/// `limit` of them ([`EnvFilter::DEFAULT_LIMIT`] when not given), only those not deleted
+/// with `alive`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct EnvFilter {
+    /// Only environments with a lower id (the next page below the last one shown).
+    #[serde(default)]
+    pub before: Option<EnvId>,
+    /// At most this many (1 to [`EnvFilter::MAX_LIMIT`]).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Only environments that are not deleted.
+    #[serde(default)]
+    pub alive: bool,
+}
+
+impl EnvFilter {
+    /// How many a list gives when the filter sets no limit.
+    pub const DEFAULT_LIMIT: usize = 1000;
+    /// The most a list gives.
+    pub const MAX_LIMIT: usize = 10_000;
+
+    /// Whether `env` passes the filter (its limit aside).
+    pub fn passes(&self, env: &TestEnv) -> bool {
+        self.before.is_none_or(|before| env.id < before)
+            && !(self.alive && matches!(env.state, EnvState::Deleted { .. }))
+    }
+}
+
 /// A test environment as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -406,4 +437,55 @@ pub struct TopologiesReport {
     pub topologies: Vec<Topology>,
     /// Files that could not be read.
     pub problems: Vec<crate::extensions::ManifestProblem>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::EventKind;
+
+    fn env(id: EnvId, state: serde_json::Value) -> TestEnv {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "name": "redis", "kind": "single",
+            "request": {"env": {"type": "single", "taskserv": "redis"}},
+            "created_at": "2026-12-06T00:00:00Z", "expires_at": "2026-12-06T01:00:00Z",
+            "network": "", "nodes": [], "state": state
+        }))
+        .expect("an environment")
+    }
+
+    #[test]
+    fn a_filter_passes_those_below_its_cursor_and_with_alive_those_not_deleted() {
+        let ready = env(
+            5,
+            serde_json::json!({"status": "ready", "at": "2026-12-06T00:00:00Z"}),
+        );
+        let deleted = env(
+            4,
+            serde_json::json!({"status": "deleted", "at": "2026-12-06T00:00:00Z", "reason": "requested"}),
+        );
+        let every = EnvFilter::default();
+        assert!(every.passes(&ready) && every.passes(&deleted));
+        let alive = EnvFilter {
+            alive: true,
+            ..EnvFilter::default()
+        };
+        assert!(alive.passes(&ready) && !alive.passes(&deleted));
+        let below_5 = EnvFilter {
+            before: Some(5),
+            ..EnvFilter::default()
+        };
+        assert!(!below_5.passes(&ready) && below_5.passes(&deleted));
+        // A deletion is an environment's final event.
+        let ends = |e: &TestEnv| {
+            EventKind::Env {
+                state: e.state.clone(),
+            }
+            .is_final()
+        };
+        assert!(ends(&deleted) && !ends(&ready));
+        // An old client's `{"request": "envs"}` still reads as every environment.
+        let request: crate::Request = serde_json::from_str(r#"{"request":"envs"}"#).unwrap();
+        assert_eq!(request, crate::Request::Envs { filter: every });
+    }
 }

@@ -78,6 +78,14 @@ async function roles(browser) {
       check(still === 'running', `the task is ${still} after the forged cancel`);
       await page.goto(`${url}/ui/audit`);
       await page.getByText('Not for this role').waitFor({ timeout: WAIT });
+      // No action anywhere: a workflow's page with a step chosen, the environments.
+      await page.goto(`${url}/ui/workflows/${data.workflow}?step=a`);
+      await loaded(page);
+      await page.locator('#workflow-step').getByText('Step a').waitFor({ timeout: WAIT });
+      check(await page.locator('button[data-action]').count() === 0, 'the viewer sees no action on a workflow');
+      await page.goto(`${url}/ui/envs`);
+      await loaded(page);
+      check(await page.locator('#env-create').count() === 0, 'the viewer is offered no creation');
     }
     // Every view loads from its own address.
     for (const path of ['/ui/', '/ui/tasks', `/ui/tasks?status=running`, '/ui/workflows', `/ui/workflows/${data.workflow}`, '/ui/envs', ...(role === 'admin' ? ['/ui/audit'] : [])]) {
@@ -89,7 +97,18 @@ async function roles(browser) {
   }
 }
 
-/** An operator cancels a running task from its page, and sees it cancelled. */
+/** Whether the focused element is the button of `action`, and not the one marked before
+ * (the view was drawn anew meanwhile). */
+async function focusedAnew(page, action) {
+  return page.evaluate((a) => {
+    const el = document.activeElement;
+    return Boolean(el && el.dataset.action === a && !el.dataset.marked);
+  }, action);
+}
+
+/** An operator cancels a running task from its page with the keyboard, and sees it
+ * cancelled; the task's progress redraws the page meanwhile without taking the focus
+ * away from the button. */
 async function cancel(browser) {
   const { context, page, problems } = await open(browser);
   await page.goto(`${url}/ui/signin`);
@@ -97,7 +116,13 @@ async function cancel(browser) {
   await page.goto(`${url}/ui/tasks/${data.running}`);
   await loaded(page);
   await page.locator('main[data-status="running"]').waitFor({ timeout: WAIT });
-  await page.locator('[data-action="cancel"]').click();
+  const button = page.locator('[data-action="cancel"]');
+  await button.focus();
+  await button.evaluate((el) => { el.dataset.marked = 'yes'; });
+  // The task reports progress ten times a second: the page is drawn anew meanwhile.
+  await page.waitForFunction(() => !document.querySelector('[data-action="cancel"][data-marked]'), null, { timeout: WAIT });
+  check(await focusedAnew(page, 'cancel'), 'the focus stays on the cancel button across redraws');
+  await page.keyboard.press('Enter');
   await page.locator('#task-head [data-status="cancelled"]').waitFor({ timeout: WAIT });
   await page.locator('#notice').getByText('cancelled').waitFor({ timeout: WAIT });
   check(await page.locator('[data-action="retry"]').count() === 1, 'a cancelled task offers a retry');
@@ -171,6 +196,115 @@ async function restart(browser) {
   await context.close();
 }
 
+/** An operator retries a failed step of a running workflow from its page; the step and
+ * the step that needs it then succeed, live. */
+async function retryStep(browser) {
+  const { context, page, problems } = await open(browser);
+  await page.goto(`${url}/ui/signin`);
+  await signIn(page, 'operator');
+  await page.goto(`${url}/ui/workflows/${data.workflow}?step=${data.flaky}`);
+  await loaded(page);
+  const node = (step) => page.locator(`#workflow-graph a[data-step="${step}"]`);
+  await node(data.flaky).and(page.locator('[data-status="failed"]')).waitFor({ timeout: WAIT });
+  await node(data.after).and(page.locator('[data-status="dependency_failed"]')).waitFor({ timeout: WAIT });
+  check(await page.locator('main[data-status="running"]').count() === 1, 'the workflow still runs');
+  // What made the step fail is fixed; the retry goes through the keyboard.
+  writeFileSync(data.marker, '');
+  const retry = page.locator('[data-action="retry-step"]');
+  await retry.focus();
+  await page.keyboard.press('Enter');
+  await page.locator('#notice').getByText(`Step ${data.flaky} queued again`).waitFor({ timeout: WAIT });
+  await node(data.flaky).and(page.locator('[data-status="succeeded"]')).waitFor({ timeout: WAIT });
+  await node(data.after).and(page.locator('[data-status="succeeded"]')).waitFor({ timeout: WAIT });
+  writeFileSync(data.gate, '');
+  await page.locator('main[data-status="succeeded"]').waitFor({ timeout: WAIT });
+  // The waves are the plan's: the gate and the flaky step first, then the one after.
+  const waves = await page.locator('#workflow-waves li').evaluateAll((els) => els.map((e) => `${e.dataset.wave}: ${e.textContent}`));
+  check(JSON.stringify(waves) === JSON.stringify(data.waves), `the waves are ${JSON.stringify(waves)}`);
+  check(!problems.length, problems.join('; '));
+  await context.close();
+}
+
+/** An operator creates a test environment from the dashboard and sees it go through its
+ * stages in the list without a reload, follows its log, runs its tests with the keyboard,
+ * a viewer sees no action on it, and the operator deletes it. */
+async function environments(browser) {
+  const { context, page, problems } = await open(browser);
+  await page.goto(`${url}/ui/signin`);
+  await signIn(page, 'operator');
+  await page.goto(`${url}/ui/envs`);
+  await loaded(page);
+  await page.evaluate(() => { window.stillTheSamePage = true; });
+  await page.locator('#env-what').selectOption(`single:${data.taskserv}`);
+  await page.getByRole('button', { name: 'Create' }).click();
+  // The list shows it while it is set up: its `env` events redraw the list.
+  await page.locator('#env-table tr[data-env] [data-status="starting"]').first().waitFor({ timeout: 60000 });
+  check(await page.evaluate(() => window.stillTheSamePage === true), 'the list was reloaded');
+  // The creation is answered once it is ready: the view goes to the environment.
+  await page.waitForURL((u) => /^\/ui\/envs\/\d+$/.test(u.pathname), { timeout: 120000 });
+  await page.locator('main[data-status="ready"]').waitFor({ timeout: WAIT });
+  const id = Number(new URL(page.url()).pathname.split('/').pop());
+  await page.locator('#env-probes [data-status="succeeded"]').first().waitFor({ timeout: WAIT });
+  await page.locator('#env-log').getByText(data.taskserv).first().waitFor({ timeout: WAIT });
+  const run = page.locator('[data-action="run-tests"]');
+  await run.focus();
+  await page.keyboard.press('Enter');
+  await page.locator(`#env-results tr[data-result="${data.taskserv}"] [data-status="succeeded"]`).waitFor({ timeout: 120000 });
+  await page.locator('#notice').getByText('passed').waitFor({ timeout: WAIT });
+  check(await page.evaluate(() => document.activeElement && document.activeElement.dataset.action === 'run-tests'), 'the focus is back on the run button');
+  await shot(page, 'environment-ready');
+  // A viewer sees it, and no action on it.
+  const viewer = await open(browser);
+  await viewer.page.goto(`${url}/ui/envs/${id}`);
+  await viewer.page.locator('#token').waitFor({ timeout: WAIT });
+  await signIn(viewer.page, 'viewer');
+  await loaded(viewer.page);
+  await viewer.page.locator('main[data-status="ready"]').waitFor({ timeout: WAIT });
+  check(await viewer.page.locator('button[data-action]').count() === 0, 'the viewer sees no action on an environment');
+  // The viewer's page follows the deletion the operator asks for, without a reload.
+  await viewer.page.evaluate(() => { window.stillTheSamePage = true; });
+  await page.locator('[data-action="delete"]').click();
+  await page.locator('main[data-status="deleted"]').waitFor({ timeout: 120000 });
+  await viewer.page.locator('main[data-status="deleted"]').waitFor({ timeout: WAIT });
+  check(await viewer.page.evaluate(() => window.stillTheSamePage === true), 'the viewer\'s page was reloaded');
+  check(await page.locator('button[data-action]').count() === 0, 'a deleted environment offers no action');
+  check(!viewer.problems.length, `viewer: ${viewer.problems.join('; ')}`);
+  await viewer.context.close();
+  check(!problems.length, problems.join('; '));
+  await context.close();
+}
+
+/** An admin checks the audit chain when asked, and filters the log by outcome and user. */
+async function audit(browser) {
+  const { context, page, problems } = await open(browser);
+  await page.goto(`${url}/ui/signin`);
+  await signIn(page, 'admin');
+  await page.goto(`${url}/ui/audit`);
+  await loaded(page);
+  check(await page.locator('#chain-state[data-intact]').count() === 0, 'the chain is not checked before it is asked for');
+  await page.locator('[data-action="verify"]').click();
+  await page.locator('#chain-state[data-intact="true"]').waitFor({ timeout: WAIT });
+  // Kept for the tab: another visit shows the last check.
+  await page.goto(`${url}/ui/audit`);
+  await loaded(page);
+  await page.locator('#chain-state[data-intact="true"]').waitFor({ timeout: WAIT });
+  await page.locator('#a-ok').selectOption('false');
+  await page.getByRole('button', { name: 'Filter' }).click();
+  await page.waitForURL((u) => u.searchParams.get('ok') === 'false', { timeout: WAIT });
+  await loaded(page);
+  const refused = await page.locator('#audit-table tr[data-seq]').evaluateAll((rows) => rows.map((r) => r.querySelector('[data-status]').dataset.status));
+  check(refused.length === data.refused, `${refused.length} refused entries shown, ${data.refused} made`);
+  check(refused.every((s) => s === 'failed'), `only refused entries: ${refused}`);
+  await page.goto(`${url}/ui/audit?uid=${data.other_uid}`);
+  await loaded(page);
+  check(await page.locator('#audit-table tr[data-seq]').count() === 0, `no entry of uid ${data.other_uid}`);
+  await page.goto(`${url}/ui/audit?uid=${data.uid}`);
+  await loaded(page);
+  check(await page.locator('#audit-table tr[data-seq]').count() === data.entries, `every entry is uid ${data.uid}'s`);
+  check(!problems.length, problems.join('; '));
+  await context.close();
+}
+
 /** Every view at 1280×800, light and dark, and at a phone's width. */
 async function screenshots(browser) {
   const views = [
@@ -229,7 +363,7 @@ async function render(browser) {
   await context.close();
 }
 
-const SCENARIOS = { roles, cancel, 'log-tail': logTail, rollback, restart, screenshots, render };
+const SCENARIOS = { roles, cancel, 'log-tail': logTail, rollback, restart, 'retry-step': retryStep, environments, audit, screenshots, render };
 
 const run = SCENARIOS[scenario];
 if (!run) {

@@ -190,6 +190,15 @@ pub fn engine_or_skip() -> Option<PathBuf> {
     socket
 }
 
+/// The guard that removes the containers and networks of `daemon`'s test environments
+/// whatever happens; `None` only when there is no engine (the test is skipped).
+pub fn sweeper_of(daemon: &crate::Daemon) -> Option<TestEnvSweeper> {
+    Some(TestEnvSweeper {
+        socket: engine_or_skip()?,
+        data_dir: daemon.data_dir(),
+    })
+}
+
 /// A daemon started with `args`, a `nu` for it, and a guard that removes the containers
 /// of its test environments whatever happens; `None` only when there is no engine.
 pub fn env_daemon(args: &[&str]) -> Option<(crate::Daemon, crate::Nu, TestEnvSweeper)> {

@@ -1,9 +1,12 @@
 //! The web dashboard in a real headless Chromium (the distribution's `chromium`, driven by
 //! playwright-core from `tests/browser`) against a real daemon: each role signs in and is
 //! offered what its role may do, a viewer's forged action gets 403, deep links load, a
-//! task is cancelled from its page, a log tail follows a task as it writes, a workflow
-//! goes from running to rolled back in the graph without a reload, a failed workflow is
-//! restarted from a step, and every view is drawn at desktop and phone widths, light and
+//! task is cancelled from its page with the keyboard while live updates keep the focus, a
+//! log tail follows a task as it writes, a workflow goes from running to rolled back in
+//! the graph without a reload, a failed step of a running workflow is retried, a failed
+//! workflow is restarted from a step, a test environment is created, followed through
+//! its stages, tested and deleted on a real container engine, the audit chain is checked
+//! and the log filtered, and every view is drawn at desktop and phone widths, light and
 //! dark (screenshots in `target/screenshots/`, not committed).
 
 use std::os::unix::process::CommandExt as _;
@@ -11,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use orch_e2e::containers::{engine_or_skip, sweeper_of};
 use orch_e2e::http::{Shim, tokens_by_role};
 use orch_e2e::{Nu, bin_dir, eventually_every};
 use serde_json::{Value, json};
@@ -148,7 +152,11 @@ fn each_role_sees_what_it_may_do_and_a_forged_action_is_refused() {
 fn an_operator_cancels_a_running_task_from_its_page() {
     let shim = Shim::start(&[]);
     let nu = shim.daemon.nu();
-    let running = submit(&nu, "orch submit sleep 300");
+    // Progress ten times a second: each one an event that redraws the task's page.
+    let running = submit(
+        &nu,
+        "orch submit --nu 'for i in 1..3000 { print ({progress: ($i mod 100)} | to json -r); sleep 100ms }'",
+    );
     self::running(&nu, running);
     scenario(&shim, "cancel", &json!({"running": running}));
     let task = nu.json(&format!("orch task {running}"));
@@ -220,6 +228,72 @@ fn a_failed_workflow_is_restarted_from_its_failed_step() {
     assert_eq!(shown["status"], "succeeded", "{shown}");
     let audit = nu.json("orch audit --action workflow_restart | get 0");
     assert_eq!(audit["params"]["restart_of"], failed, "{audit}");
+}
+
+#[test]
+fn a_failed_step_of_a_running_workflow_is_retried_from_its_page() {
+    let shim = Shim::start(&[]);
+    let nu = shim.daemon.nu();
+    let marker = shim.daemon.dir().join("fixed");
+    let gate = shim.daemon.dir().join("gate");
+    // `flaky` fails until the marker exists; `gate` keeps the workflow running meanwhile.
+    let body = json!({"name": "flaky", "operations": [
+        {"id": "flaky", "type": "command", "command": ["test", "-e", marker]},
+        {"id": "gate", "type": "nu", "nu": format!("while not ('{}' | path exists) {{ sleep 50ms }}", gate.display())},
+        {"id": "after", "type": "command", "command": ["true"], "dependencies": ["flaky"]}
+    ]});
+    let id = workflow(&shim, &nu, "flaky", &body, false);
+    scenario(
+        &shim,
+        "retry-step",
+        &json!({"workflow": id, "flaky": "flaky", "after": "after", "marker": marker, "gate": gate,
+                "waves": ["1: flaky, gate", "2: after"]}),
+    );
+    let shown = nu.json(&format!("orch workflow show {id}"));
+    assert_eq!(shown["status"], "succeeded", "{shown}");
+    let retries = nu.json("orch audit --action retry | length");
+    assert_eq!(retries, 1, "the retry is audited");
+}
+
+#[test]
+fn a_test_environment_is_created_followed_tested_and_deleted_from_the_dashboard() {
+    if engine_or_skip().is_none() {
+        return;
+    }
+    let shim = Shim::start(&[]);
+    let _sweeper = sweeper_of(&shim.daemon);
+    scenario(&shim, "environments", &json!({"taskserv": "redis"}));
+    let nu = shim.daemon.nu();
+    let envs = nu.json("orch test env list | select status");
+    assert_eq!(envs, json!([{"status": "deleted"}]), "{envs}");
+    let actions = nu.json("orch audit | where action starts-with test_env | get action | reverse");
+    assert_eq!(
+        actions,
+        json!(["test_env_create", "test_env_run", "test_env_delete"]),
+        "{actions}"
+    );
+}
+
+#[test]
+fn the_audit_chain_is_checked_when_asked_and_the_log_filtered_by_outcome_and_user() {
+    let shim = Shim::start(&[]);
+    let nu = shim.daemon.nu();
+    let done = submit(&nu, "orch submit --wait true");
+    submit(&nu, "orch submit sleep 300");
+    // Refused: a cancel of a finished task, a retry of a task that succeeded.
+    for refused in [format!("orch cancel {done}"), format!("orch retry {done}")] {
+        assert!(nu.try_run(&refused).is_err(), "{refused} is refused");
+    }
+    let counts = nu.json(
+        "{refused: (orch audit --refused | length), entries: (orch audit | length), uid: (orch audit | get 0.uid)}",
+    );
+    assert!(counts["refused"].as_u64() >= Some(2), "{counts}");
+    let uid = counts["uid"].as_u64().expect("a uid");
+    scenario(
+        &shim,
+        "audit",
+        &json!({"refused": counts["refused"], "entries": counts["entries"], "uid": uid, "other_uid": uid + 1}),
+    );
 }
 
 #[test]

@@ -282,7 +282,8 @@ fn hostile_topology_and_cluster_names_are_refused_over_the_socket() {
             other => panic!("{name} / {topology} accepted: {other:?}"),
         }
     }
-    match client.call(&Request::Envs).unwrap() {
+    let every = orch_protocol::EnvFilter::default();
+    match client.call(&Request::Envs { filter: every }).unwrap() {
         Response::Envs { envs } => assert!(envs.is_empty(), "{envs:?}"),
         other => panic!("{other:?}"),
     }

@@ -41,6 +41,7 @@ const ASSETS: &[Asset] = &[
     asset!("app.js", JS),
     asset!("api.js", JS),
     asset!("dom.js", JS),
+    asset!("logtail.js", JS),
     asset!("overview.js", JS),
     asset!("tasks.js", JS),
     asset!("task.js", JS),

@@ -6,9 +6,11 @@
 //! which carries them out itself ([`Origin::Leader`]).
 
 use orch_protocol::TopologiesReport;
-use orch_protocol::{Actor, EnvId, EnvRequest, ErrorKind, ErrorReply, Request, Response, TestEnv};
+use orch_protocol::{
+    Actor, EnvFilter, EnvId, EnvRequest, ErrorKind, ErrorReply, Request, Response, TestEnv,
+};
 
-use super::{AppError, Context};
+use super::{AppError, AppErrorKind, Context};
 use crate::policy::Role;
 use crate::testenv::{place, topologies};
 
@@ -37,9 +39,22 @@ pub async fn create(
     Ok(ctx.testenvs.create(actor, request).await?)
 }
 
-/// `Envs`: every environment, newest first.
-pub fn list(ctx: &Context) -> Vec<TestEnv> {
-    ctx.testenvs.list()
+/// `Envs`: the environments `filter` passes, newest first (a page of at most its limit).
+pub fn list(ctx: &Context, filter: &EnvFilter) -> Result<Vec<TestEnv>, AppError> {
+    if filter
+        .limit
+        .is_some_and(|n| n == 0 || n > EnvFilter::MAX_LIMIT)
+    {
+        return Err(AppError::field(
+            AppErrorKind::Invalid,
+            "limit",
+            format!(
+                "a list gives 1 to {} test environments at a time",
+                EnvFilter::MAX_LIMIT
+            ),
+        ));
+    }
+    Ok(ctx.testenvs.list(filter))
 }
 
 /// `Env`.
@@ -99,7 +114,7 @@ async fn placement(ctx: &Context, origin: Origin) -> Option<(String, Role)> {
         .ok()?
         .inspect_err(|e| tracing::warn!(error = %e, "cannot read the cluster's nodes: the test environment stays here"))
         .ok()?;
-    let node = place::choose(&view.nodes, &me, &ctx.testenvs.list());
+    let node = place::choose(&view.nodes, &me, &ctx.testenvs.alive());
     (node != me).then_some((node, role))
 }
 

@@ -30,14 +30,23 @@ pub fn task_log(
     Ok(Follower::new(log_path(&ctx.logs_dir, id), follow, writing))
 }
 
-/// Where a page of a task's log starts: at a byte offset, or that many bytes before its
-/// end.
+/// Where a page of a log starts: at a byte offset, or that many bytes before its end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PageStart {
     /// From this offset.
     At(u64),
     /// The last this many bytes.
     Tail(u64),
+}
+
+impl PageStart {
+    /// The offset it names in a log of `size` bytes (at most the end).
+    fn offset_in(self, size: u64) -> u64 {
+        match self {
+            PageStart::At(offset) => offset.min(size),
+            PageStart::Tail(bytes) => size.saturating_sub(bytes),
+        }
+    }
 }
 
 /// Task `id`'s log from `start`, at most `limit` bytes (and at most [`CHUNK`]). A task
@@ -52,13 +61,58 @@ pub fn task_log_page(
     // Read before the file: a log read after its task was seen final is whole.
     let complete = !task_is_running(ctx, id)?;
     ran_here(ctx, id)?;
+    let what = format!("task {id}'s log");
+    file_page(&log_path(&ctx.logs_dir, id), &what, start, limit, complete)
+}
+
+/// Environment `id`'s own log (setup, probes, tests) from `start`, at most `limit` bytes
+/// (and at most [`CHUNK`]); `complete` once the daemon no longer works on it.
+pub fn env_log_page(
+    ctx: &Context,
+    id: EnvId,
+    start: PageStart,
+    limit: usize,
+) -> Result<LogPage, AppError> {
+    ctx.testenvs.get(id)?;
+    let complete = !ctx.testenvs.is_busy(id);
+    let what = format!("test environment {id}'s log");
+    file_page(&ctx.testenvs.log_path(id), &what, start, limit, complete)
+}
+
+/// The page of `text` (a whole log, read elsewhere) from `start`, at most `limit` bytes
+/// (and at most [`CHUNK`]).
+pub fn text_page(text: &str, start: PageStart, limit: usize, complete: bool) -> LogPage {
+    let bytes = text.as_bytes();
+    let size = bytes.len() as u64;
+    let offset = start.offset_in(size);
+    let end = (offset + limit.min(CHUNK) as u64).min(size);
+    let page = &bytes[offset as usize..end as usize];
+    LogPage {
+        offset,
+        next_offset: end,
+        size,
+        text: String::from_utf8_lossy(page).into_owned(),
+        complete,
+    }
+}
+
+/// The page of the log file at `path` (`what` names it in errors) from `start`, at most
+/// `limit` bytes (and at most [`CHUNK`]). A missing file is an empty log; a page past the
+/// end is empty and says where the end is.
+fn file_page(
+    path: &Path,
+    what: &str,
+    start: PageStart,
+    limit: usize,
+    complete: bool,
+) -> Result<LogPage, AppError> {
     let unreadable = |e: std::io::Error| {
         AppError::new(
             super::AppErrorKind::Internal,
-            format!("task {id}'s log cannot be read: {e}"),
+            format!("{what} cannot be read: {e}"),
         )
     };
-    let mut file = match std::fs::File::open(log_path(&ctx.logs_dir, id)) {
+    let mut file = match std::fs::File::open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Ok(LogPage {
@@ -72,10 +126,7 @@ pub fn task_log_page(
         Err(e) => return Err(unreadable(e)),
     };
     let size = file.metadata().map_err(unreadable)?.len();
-    let offset = match start {
-        PageStart::At(offset) => offset.min(size),
-        PageStart::Tail(bytes) => size.saturating_sub(bytes),
-    };
+    let offset = start.offset_in(size);
     let wanted = limit.min(CHUNK) as u64;
     let mut bytes = Vec::with_capacity(wanted.min(size - offset) as usize);
     file.seek(SeekFrom::Start(offset)).map_err(unreadable)?;
@@ -282,6 +333,27 @@ impl Tail {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_page_of_a_text_starts_at_its_offset_or_its_tail_and_stops_at_its_end() {
+        let text = "0123456789";
+        let page = text_page(text, PageStart::At(2), 3, true);
+        assert_eq!((page.offset, page.next_offset, page.size), (2, 5, 10));
+        assert_eq!(page.text, "234");
+        assert!(page.complete);
+        let tail = text_page(text, PageStart::Tail(4), usize::MAX, false);
+        assert_eq!(
+            (tail.offset, tail.next_offset, tail.text.as_str()),
+            (6, 10, "6789")
+        );
+        let past = text_page(text, PageStart::At(99), 5, false);
+        assert_eq!(
+            (past.offset, past.next_offset, past.text.as_str()),
+            (10, 10, "")
+        );
+        let all = text_page(text, PageStart::Tail(99), usize::MAX, false);
+        assert_eq!(all.text, text);
+    }
 
     #[tokio::test]
     async fn a_follower_reads_what_was_written_until_the_writer_is_done_and_keeps_characters_whole()

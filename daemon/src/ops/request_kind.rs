@@ -87,7 +87,7 @@ impl RequestKind {
             Request::WorkflowRestart { .. } => RequestKind::WorkflowRestart,
             Request::Extensions => RequestKind::Extensions,
             Request::EnvCreate { .. } => RequestKind::EnvCreate,
-            Request::Envs => RequestKind::Envs,
+            Request::Envs { .. } => RequestKind::Envs,
             Request::Env { .. } => RequestKind::Env,
             Request::EnvRun { .. } => RequestKind::EnvRun,
             Request::EnvDelete { .. } => RequestKind::EnvDelete,

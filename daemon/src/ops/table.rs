@@ -209,7 +209,7 @@ pub const OPERATIONS: &[Operation] = &[
         &[Route::get(
             RouteId::Events,
             "/events",
-            "Server-sent events from the event bus (query: since, task, workflow)",
+            "Server-sent events from the event bus (query: since, task, workflow, type: event types, comma-separated)",
             Answer::Events,
         )],
     ),
@@ -351,7 +351,7 @@ pub const OPERATIONS: &[Operation] = &[
         &[Route::get(
             RouteId::Envs,
             "/test/environments",
-            "Every test environment, newest first",
+            "Test environments, newest first (query: before, limit: 1000 by default, at most 10,000; alive=true: not deleted); x-next-before names the next page",
             Answer::Json("[TestEnv]"),
         )],
     ),
@@ -396,7 +396,7 @@ pub const OPERATIONS: &[Operation] = &[
         &[Route::get(
             RouteId::EnvLogs,
             "/test/environments/{id}/logs",
-            "A test environment's log (setup, probes, tests)",
+            "A test environment's log (setup, probes, tests) as text; with offset, tail or limit, a page of it as a LogPage (as /tasks/{id}/logs)",
             Answer::Text,
         )],
     ),
@@ -440,7 +440,7 @@ pub const OPERATIONS: &[Operation] = &[
         &[Route::get(
             RouteId::Audit,
             "/audit",
-            "Audit log entries, newest first (query: action, limit; before=SEQ pages on below the last entry of a page)",
+            "Audit log entries, newest first (query: action, uid, ok=true|false, limit; before=SEQ pages on below the last entry of a page)",
             Answer::Json("[AuditEntry]"),
         )],
     ),

@@ -7,8 +7,8 @@ use super::{AppError, AppErrorKind, Context};
 use crate::events::{Filter, Stream};
 
 /// `Watch`: the events after `since`; without it, the whole history of the watched task
-/// or workflow, or else only what happens from now on. Watching a task or a workflow ends
-/// at its final state.
+/// (or test environment: `task` may name one) or workflow, or else only what happens from
+/// now on. Watching a task, an environment or a workflow ends at its final state.
 pub fn watch(
     ctx: &Context,
     since: Option<u64>,
@@ -16,7 +16,7 @@ pub fn watch(
     workflow: Option<WorkflowId>,
 ) -> Result<Stream, AppError> {
     if let Some(id) = task {
-        super::tasks::get(ctx, id)?;
+        watched_task_or_env(ctx, id)?;
     }
     if let Some(id) = workflow {
         ctx.store.workflow(id)?.ok_or_else(|| {
@@ -33,7 +33,11 @@ pub fn watch(
         (None, Some(_)) => 0,
         (None, None) => ctx.store.last_event_seq()?,
     };
-    let filter = Filter { task, workflow };
+    let filter = Filter {
+        task,
+        workflow,
+        types: None,
+    };
     let stream = Stream::new(&ctx.bus, ctx.store.clone(), after, filter).until_final();
     // A finished task or workflow whose final event may have been removed: what is kept
     // of its history, then the end.
@@ -59,14 +63,36 @@ fn removed_through(ctx: &Context, since: Option<u64>) -> Result<u64, AppError> {
     }
 }
 
-/// Whether the watched task or workflow is final now.
+/// What a watch of `--task ID` follows: the task, or else the test environment with that
+/// id (both come from one sequence of ids).
+enum Watched {
+    Task(orch_protocol::Task),
+    Env(orch_protocol::TestEnv),
+}
+
+/// The task `id`, or the test environment `id`; an error naming the task when neither
+/// exists.
+fn watched_task_or_env(ctx: &Context, id: TaskId) -> Result<Watched, AppError> {
+    match super::tasks::get(ctx, id) {
+        Ok(task) => Ok(Watched::Task(task)),
+        Err(missing) if missing.kind == AppErrorKind::NotFound => {
+            ctx.testenvs.get(id).map(Watched::Env).map_err(|_| missing)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether the watched task (or test environment) or workflow is final now.
 fn is_final(
     ctx: &Context,
     task: Option<TaskId>,
     workflow: Option<WorkflowId>,
 ) -> Result<bool, AppError> {
     if let Some(id) = task {
-        return Ok(super::tasks::get(ctx, id)?.state.status().is_final());
+        return Ok(match watched_task_or_env(ctx, id)? {
+            Watched::Task(task) => task.state.status().is_final(),
+            Watched::Env(env) => matches!(env.state, orch_protocol::EnvState::Deleted { .. }),
+        });
     }
     match workflow {
         Some(id) => Ok(ctx

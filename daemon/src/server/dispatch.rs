@@ -133,9 +133,9 @@ pub async fn dispatch(
         Request::EnvCreate { env } => ops::envs::create(ctx, actor, origin, env)
             .await
             .map(test_env),
-        Request::Envs => Ok(Response::Envs {
-            envs: ops::envs::list(ctx),
-        }),
+        Request::Envs { filter } => {
+            ops::envs::list(ctx, &filter).map(|envs| Response::Envs { envs })
+        }
         Request::Env { id } => ops::envs::get(ctx, id).map(test_env),
         Request::EnvRun { id } => ops::envs::run(ctx, actor, origin, id).await.map(test_env),
         Request::EnvDelete { id } => ops::envs::delete(ctx, actor, origin, id)

@@ -107,11 +107,7 @@ impl TestEnvService {
     /// Refuses a creation when `--max-test-envs` environments exist.
     fn check_limit(&self) -> Result<(), ErrorReply> {
         // In a cluster the limit is each node's, for the environments on its engine.
-        let existing = self
-            .list()
-            .iter()
-            .filter(|e| self.is_mine(e) && !matches!(e.state, EnvState::Deleted { .. }))
-            .count();
+        let existing = self.alive().iter().filter(|e| self.is_mine(e)).count();
         if existing >= self.config.max_envs {
             return Err(ErrorReply::new(
                 ErrorKind::Conflict,

@@ -52,7 +52,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::Utc;
-use orch_protocol::{Actor, DeleteReason, EnvId, ErrorKind, ErrorReply, TestEnv};
+use orch_protocol::{Actor, DeleteReason, EnvFilter, EnvId, ErrorKind, ErrorReply, TestEnv};
 
 use crate::audit::AuditRecord;
 use contract::Naming;
@@ -150,11 +150,40 @@ impl TestEnvService {
         }
     }
 
-    /// Every environment, newest first.
-    pub fn list(&self) -> Vec<TestEnv> {
-        let mut envs: Vec<TestEnv> = self.lock_envs().values().cloned().collect();
-        envs.sort_by_key(|e| std::cmp::Reverse(e.id));
-        envs
+    /// The environments `filter` passes, newest first, at most its limit.
+    pub fn list(&self, filter: &EnvFilter) -> Vec<TestEnv> {
+        let limit = filter.limit.unwrap_or(EnvFilter::DEFAULT_LIMIT);
+        let envs = self.lock_envs();
+        let mut ids: Vec<EnvId> = envs
+            .values()
+            .filter(|e| filter.passes(e))
+            .map(|e| e.id)
+            .collect();
+        ids.sort_unstable_by_key(|id| std::cmp::Reverse(*id));
+        ids.into_iter()
+            .take(limit)
+            .filter_map(|id| envs.get(&id).cloned())
+            .collect()
+    }
+
+    /// The environments that are not deleted, newest first (bounded by how many may
+    /// exist at once, with those being deleted).
+    pub fn alive(&self) -> Vec<TestEnv> {
+        let alive = EnvFilter {
+            alive: true,
+            limit: Some(usize::MAX),
+            before: None,
+        };
+        self.list(&alive)
+    }
+
+    /// How many environments are in each status.
+    pub fn counts(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        let mut counts = std::collections::BTreeMap::new();
+        for env in self.lock_envs().values() {
+            *counts.entry(env.state.status()).or_insert(0) += 1;
+        }
+        counts
     }
 
     /// One environment.

@@ -82,7 +82,7 @@ impl TestEnvService {
         }
         let mut doomed = Vec::new();
         // Another node's environments are that node's to recover.
-        for env in self.list().into_iter().filter(|e| self.is_mine(e)) {
+        for env in self.alive().into_iter().filter(|e| self.is_mine(e)) {
             match recovery_reason(&env, Utc::now()) {
                 Some(reason) => doomed.push((env.id, reason)),
                 None if matches!(env.state, EnvState::Deleted { .. }) => {}
@@ -151,12 +151,7 @@ impl TestEnvService {
         let (containers, networks) = engine
             .labelled(DAEMON_LABEL, self.naming.instance())
             .await?;
-        let live: HashSet<String> = self
-            .list()
-            .into_iter()
-            .filter(|e| !matches!(e.state, EnvState::Deleted { .. }))
-            .map(|e| e.id.to_string())
-            .collect();
+        let live: HashSet<String> = self.alive().into_iter().map(|e| e.id.to_string()).collect();
         let orphaned = |labels: &HashMap<String, String>| {
             labels.get(ENV_LABEL).is_none_or(|id| !live.contains(id))
         };

@@ -75,10 +75,13 @@ function show() {
     if (here) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
   }
   document.title = `${view.title} · orchestrator`;
-  const ctx = { signal: current.signal, notify, navigate, live, params: new URLSearchParams(location.search) };
+  // This view's own signal: by the time a request it made fails, `current` may be the
+  // next view's.
+  const { signal } = current;
+  const ctx = { signal, notify, navigate, live, params: new URLSearchParams(location.search) };
   fill(main);
   view.render(main, match.slice(1), ctx).catch((error) => {
-    if (current.signal.aborted) return;
+    if (signal.aborted) return;
     notify(error instanceof ApiError ? error.message : `The view failed: ${error.message}`);
   });
 }

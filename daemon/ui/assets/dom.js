@@ -150,16 +150,60 @@ export function section(title, ...children) {
   return h('section', { class: 'card' }, h('h2', {}, title), ...children);
 }
 
-/** Calls `fn` at most once per `ms`, the last call winning. */
+/** Calls `fn` at most once per `ms`: the first call at once, and the last one of those
+ * that came meanwhile (with its arguments) when the time is up. */
 export function throttle(fn, ms) {
   let timer = null;
-  let again = false;
-  return (...args) => {
-    if (timer) { again = true; return; }
-    fn(...args);
-    timer = setTimeout(function tick() {
-      timer = null;
-      if (again) { again = false; fn(...args); timer = setTimeout(tick, ms); }
-    }, ms);
+  let pending = null;
+  const tick = () => {
+    timer = null;
+    if (pending) {
+      const args = pending;
+      pending = null;
+      fn(...args);
+      timer = setTimeout(tick, ms);
+    }
   };
+  return (...args) => {
+    if (timer) { pending = args; return; }
+    fn(...args);
+    timer = setTimeout(tick, ms);
+  };
+}
+
+/** What finds `el` again after its view is drawn anew: its id, or the attribute that
+ * names what it is for (an action, a step, a link's target). */
+function focusKey(el) {
+  if (el.id) return `#${CSS.escape(el.id)}`;
+  for (const name of ['data-action', 'data-step', 'data-entry', 'href']) {
+    const value = el.getAttribute(name);
+    if (value !== null) return `${el.localName}[${name}="${CSS.escape(value)}"]`;
+  }
+  return null;
+}
+
+/** After an action's button (`data-action` = `action`) redrew its view, gives the focus
+ * back to that button if the view still offers it, else to the first action `bar`
+ * offers: a disabled button loses the focus, and a keyboard user would start again from
+ * the top of the page. */
+export function refocusAction(bar, action) {
+  const again = bar.querySelector(`button[data-action="${CSS.escape(action)}"]:not([disabled])`)
+    || bar.querySelector('button[data-action]:not([disabled])');
+  if (again) again.focus({ preventScroll: true });
+}
+
+/** Runs `redraw` (which replaces what `root` holds) and gives the keyboard focus back to
+ * the element that had it inside `root`, as drawn anew, so that a live update does not
+ * throw a keyboard user back to the top of the page. */
+export async function keepingFocus(root, redraw) {
+  const active = document.activeElement;
+  const key = active && active !== root && root.contains(active) ? focusKey(active) : null;
+  try {
+    return await redraw();
+  } finally {
+    if (key && !root.contains(document.activeElement)) {
+      const again = root.querySelector(key);
+      if (again && !again.disabled) again.focus({ preventScroll: true });
+    }
+  }
 }

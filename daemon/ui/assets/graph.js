@@ -10,10 +10,16 @@ const COL_GAP = 56;
 const ROW_GAP = 12;
 const TOP = 26;
 
-/** Each step's wave (0 first): one after the latest of its dependencies on the page. */
+/** Each step's wave (0 first): the plan's, as the daemon gives it with each step (under
+ * the workflow's parallel limits, over the whole workflow); for a step without one, one
+ * after the latest of its dependencies on the page. */
 export function waves(steps) {
   const wave = new Map();
   for (const step of steps) {
+    if (step.wave) {
+      wave.set(step.id, step.wave - 1);
+      continue;
+    }
     const deps = [...(step.dependencies || []), ...(step.soft_dependencies || [])];
     const before = deps.filter((d) => wave.has(d)).map((d) => wave.get(d));
     wave.set(step.id, before.length ? Math.max(...before) + 1 : 0);
@@ -39,11 +45,12 @@ function node(x, y, label, entry, selected, href) {
 /** The graph of `steps` (a page of them) and the lane of `compensations`. */
 export function drawGraph(steps, compensations, selected, hrefOf) {
   const wave = waves(steps);
-  const columns = [];
-  for (const step of steps) {
-    const w = wave.get(step.id);
-    (columns[w] ||= []).push(step);
-  }
+  // One column per wave that has steps on this page (a later page starts at a later
+  // wave), in the waves' order, each labelled with its wave.
+  const numbers = [...new Set(steps.map((s) => wave.get(s.id)))].sort((a, b) => a - b);
+  const columnOf = new Map(numbers.map((n, i) => [n, i]));
+  const columns = numbers.map(() => []);
+  for (const step of steps) columns[columnOf.get(wave.get(step.id))].push(step);
   const at = new Map();
   columns.forEach((column, w) => column.forEach((step, i) => {
     at.set(step.id, { x: 10 + w * (NODE_W + COL_GAP), y: TOP + i * (NODE_H + ROW_GAP) });
@@ -55,7 +62,7 @@ export function drawGraph(steps, compensations, selected, hrefOf) {
   const laneRows = Math.ceil(compensations.length / perRow);
   const height = compensations.length ? lane + 24 + laneRows * (NODE_H + ROW_GAP) : lane - 10;
   const parts = [];
-  columns.forEach((_, w) => parts.push(svg('text', { x: 10 + w * (NODE_W + COL_GAP), y: 16, class: 'wave' }, `wave ${w + 1}`)));
+  numbers.forEach((n, w) => parts.push(svg('text', { x: 10 + w * (NODE_W + COL_GAP), y: 16, class: 'wave' }, `wave ${n + 1}`)));
   for (const step of steps) {
     const to = at.get(step.id);
     const edges = [...(step.dependencies || []).map((d) => [d, false]), ...(step.soft_dependencies || []).map((d) => [d, true])];

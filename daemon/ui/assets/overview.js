@@ -34,7 +34,7 @@ export async function render(main, _params, ctx) {
       get('/activity', ctx.signal),
       get('/tasks?status=running&limit=10', ctx.signal),
       get('/tasks?status=failed&limit=5', ctx.signal),
-      get('/test/environments', ctx.signal),
+      get('/test/environments?alive=true', ctx.signal),
     ]);
     drawCounts(counts, health, queue);
     drawActivity(activity, hour);
@@ -105,10 +105,14 @@ function summary(task) {
   return text.length > 60 ? `${text.slice(0, 60)}…` : text;
 }
 
-function drawEnvs(el, list) {
-  const alive = list.filter((e) => !['deleted'].includes(e.state.status));
+/** The environments that have containers (the daemon bounds how many may exist): how
+ * many, how many of them failed (kept for inspection until deleted), and the newest. */
+function drawEnvs(el, alive) {
+  const failed = alive.filter((e) => e.state.status === 'failed').length;
   fill(el,
-    h('p', {}, h('strong', { id: 'envs-alive' }, String(alive.length)), ' alive of ', String(list.length), ' ', link('/ui/envs', 'listed')),
+    h('p', {}, h('strong', { id: 'envs-alive' }, String(alive.length)), ' with containers',
+      failed ? [', ', h('strong', { id: 'envs-failed', class: 'bad-text' }, String(failed)), ' of them failed'] : null,
+      ' · ', link('/ui/envs', 'all environments')),
     alive.length ? h('ul', { class: 'plain' }, alive.slice(0, 5).map((e) => h('li', {}, badge(e.state.status), ' ', link(`/ui/envs/${e.id}`, `${e.name} (#${e.id})`)))) : null);
 }
 

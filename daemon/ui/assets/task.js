@@ -3,15 +3,11 @@
 // its log, and the actions its state allows the signed-in role.
 
 import { get, post, may, follow, ApiError } from './api.js';
-import { h, fill, link, badge, time, duration, describe, table, section, throttle } from './dom.js';
+import { followLog } from './logtail.js';
+import { h, fill, link, badge, time, duration, describe, table, section, throttle, keepingFocus, refocusAction } from './dom.js';
 
 export const name = 'tasks';
 export const title = 'Task';
-
-/** How much of the log's end the tail shows at first. */
-const TAIL = 64 * 1024;
-/** How much text the tail keeps on screen. */
-const KEEP = 256 * 1024;
 
 export async function render(main, [idText], ctx) {
   const id = Number(idText);
@@ -30,7 +26,7 @@ export async function render(main, [idText], ctx) {
     section('Parameters and environment', params));
 
   let task = null;
-  const draw = async () => {
+  const draw = () => keepingFocus(main, async () => {
     task = await get(`/tasks/${id}`, ctx.signal);
     document.title = `#${id} · orchestrator`;
     drawHead(head, task);
@@ -40,12 +36,18 @@ export async function render(main, [idText], ctx) {
     drawParams(params, task);
     main.dataset.loaded = 'true';
     main.dataset.status = task.state.status;
-  };
+  });
   await draw();
   await drawDeps(deps, task, ctx.signal);
   const redraw = throttle(() => draw().catch((e) => ctx.signal.aborted || ctx.notify(e.message)), 300);
   follow({ task: id }, redraw, ctx.signal, ctx.live);
-  tail(id, logBox, logState, ctx.signal);
+  followLog(`/tasks/${id}/logs`, logBox, logState, ctx.signal, {
+    words: (page) => (page.complete
+      ? (page.size ? `The whole log (${page.size} bytes); the task is over.` : 'The task wrote nothing.')
+      : '▶ Following the log…'),
+    stopAtEnd: true,
+    pauseMs: () => 1000,
+  });
 }
 
 function drawHead(el, task) {
@@ -68,6 +70,7 @@ function drawActions(el, task, ctx, redraw) {
         await post(path);
         ctx.notify(what, 'ok');
         await redraw();
+        refocusAction(el, label.toLowerCase());
       } catch (e) {
         ctx.notify(e instanceof ApiError ? e.message : String(e));
         event.target.disabled = false;
@@ -164,38 +167,4 @@ async function drawDeps(el, task, signal) {
     h('h3', {}, 'Needed by'),
     theirs.length ? h('ul', { class: 'plain', id: 'dependants' }, theirs) : h('p', { class: 'muted', id: 'dependants' }, 'No task depends on it.'),
     dependants.complete ? null : h('p', { class: 'muted' }, `Looked at the tasks up to #${dependants.searched_through}.`));
-}
-
-/** Follows the log: its last part first, then what is added, until the task is final. */
-async function tail(id, box, state, signal) {
-  let offset = null;
-  let text = '';
-  for (;;) {
-    if (signal.aborted) return;
-    let page;
-    try {
-      page = await get(offset === null ? `/tasks/${id}/logs?tail=${TAIL}` : `/tasks/${id}/logs?offset=${offset}`, signal);
-    } catch (e) {
-      if (signal.aborted) return;
-      fill(state, e.message);
-      return;
-    }
-    if (offset === null && page.offset > 0) text = `… (${page.offset} bytes before)\n`;
-    offset = page.next_offset;
-    if (page.text) {
-      const atEnd = box.scrollTop + box.clientHeight >= box.scrollHeight - 4;
-      text = (text + page.text).slice(-KEEP);
-      fill(box, text);
-      if (atEnd) box.scrollTop = box.scrollHeight;
-    }
-    if (page.next_offset < page.size) continue;
-    box.dataset.size = String(page.size);
-    if (page.complete) {
-      fill(state, page.size ? `The whole log (${page.size} bytes); the task is over.` : 'The task wrote nothing.');
-      box.dataset.complete = 'true';
-      return;
-    }
-    fill(state, '▶ Following the log…');
-    await new Promise((resolve) => setTimeout(resolve, 1000));
-  }
 }

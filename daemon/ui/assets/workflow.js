@@ -3,7 +3,7 @@
 // (cancel, rollback, retry a step, restart from a step) for operators.
 
 import { get, post, query, may, follow, ApiError } from './api.js';
-import { h, fill, link, badge, time, duration, describe, table, section, throttle, taskTimes } from './dom.js';
+import { h, fill, link, badge, time, duration, describe, table, section, throttle, taskTimes, keepingFocus, refocusAction } from './dom.js';
 import { drawGraph, drawGantt, waves } from './graph.js';
 
 export const name = 'workflows';
@@ -32,7 +32,7 @@ export async function render(main, [idText], ctx) {
 
   let view = null;
   let times = new Map();
-  const draw = async () => {
+  const draw = () => keepingFocus(main, async () => {
     view = await get(`/workflows/${id}${query({ offset, limit: PAGE })}`, ctx.signal);
     times = await loadTimes(view.tasks, ctx.signal);
     const w = view.workflow;
@@ -53,7 +53,7 @@ export async function render(main, [idText], ctx) {
       view.next_offset ? link(`/ui/workflows/${id}${query({ offset: view.next_offset })}`, 'Later steps →') : null,
       h('span', { class: 'muted' }, ` steps ${offset + 1}–${offset + view.tasks.length} of ${w.steps + w.compensations}`));
     main.dataset.loaded = 'true';
-  };
+  });
   await draw();
   graph.addEventListener('click', (event) => {
     const a = event.target.closest('a[data-step]');
@@ -108,15 +108,21 @@ function drawHead(el, w, request) {
     restart ? h('p', {}, 'Restarted from step ', h('strong', {}, request.from_step), ' of ', link(`/ui/workflows/${restart}`, `workflow #${restart}`)) : null);
 }
 
-/** A button that POSTs and reports what it did (or the daemon's refusal). */
+/** A button that POSTs and reports what it did (or the daemon's refusal); the focus
+ * stays among the actions afterwards. */
 function action(label, path, body, done, ctx) {
+  const name = label.toLowerCase().replaceAll(' ', '-');
   return h('button', {
-    type: 'button', 'data-action': label.toLowerCase().replaceAll(' ', '-'),
+    type: 'button', 'data-action': name,
     onclick: async (event) => {
+      const bar = event.target.closest('main') || document.body;
+      const here = location.href;
       event.target.disabled = true;
       try {
         const answer = await post(path, body);
         await done(answer);
+        // Not after going to another view (a restart opens the new workflow).
+        if (location.href === here) refocusAction(bar, name);
       } catch (e) {
         ctx.notify(e instanceof ApiError ? e.message : String(e));
         event.target.disabled = false;
@@ -137,13 +143,20 @@ function drawActions(el, w, ctx, redraw) {
   }
 }
 
+/** The plan's waves of the steps on this page (a step's wave comes from the daemon's
+ * plan of the whole workflow, under its parallel limits). */
 function drawWaves(el, steps, w) {
   const wave = waves(steps);
-  const byWave = [];
-  for (const step of steps) (byWave[wave.get(step.id)] ||= []).push(step.id);
+  const byWave = new Map();
+  for (const step of steps) {
+    const n = wave.get(step.id);
+    if (!byWave.has(n)) byWave.set(n, []);
+    byWave.get(n).push(step.id);
+  }
+  const ordered = [...byWave.entries()].sort(([a], [b]) => a - b);
   fill(el,
-    h('ol', { class: 'waves' }, byWave.map((ids) => h('li', {}, ids.join(', ')))),
-    w.waves ? h('p', { class: 'muted' }, `Planned at submission: ${w.waves} waves under the workflow's limits.`) : null);
+    h('ol', { class: 'waves' }, ordered.map(([n, ids]) => h('li', { value: n + 1, 'data-wave': n + 1 }, ids.join(', ')))),
+    w.waves ? h('p', { class: 'muted' }, `${w.waves} waves in all under the workflow's parallel limits (as planned; each wave starts once the one before has ended, if every step took the same time).`) : null);
 }
 
 function drawStep(el, w, entries, selected, ctx, redraw) {

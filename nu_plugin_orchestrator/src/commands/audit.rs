@@ -2,7 +2,8 @@
 
 use nu_plugin::{EngineInterface, EvaluatedCall, PluginCommand};
 use nu_protocol::{
-    Category, Example, LabeledError, ListStream, PipelineData, Signature, SyntaxShape, Type,
+    Category, Example, LabeledError, ListStream, PipelineData, Signature, Spanned, SyntaxShape,
+    Type,
 };
 use orch_protocol::{AuditFilter, Request, Response};
 
@@ -39,6 +40,17 @@ impl PluginCommand for Audit {
                 Some('a'),
             )
             .named(
+                "uid",
+                SyntaxShape::Int,
+                "Only the requests of this user id.",
+                Some('u'),
+            )
+            .switch(
+                "refused",
+                "Only requests that were refused or failed.",
+                None,
+            )
+            .named(
                 "limit",
                 SyntaxShape::Int,
                 "At most this many entries (default 100).",
@@ -55,8 +67,13 @@ impl PluginCommand for Audit {
                 result: None,
             },
             Example {
-                example: "orch audit --action cancel | where not ok",
+                example: "orch audit --action cancel --refused",
                 description: "Refused cancels",
+                result: None,
+            },
+            Example {
+                example: "orch audit --uid 1001 --limit 20",
+                description: "The last 20 requests of user 1001",
                 result: None,
             },
         ]
@@ -69,10 +86,19 @@ impl PluginCommand for Audit {
         call: &EvaluatedCall,
         _input: PipelineData,
     ) -> Result<PipelineData, LabeledError> {
+        let uid = match call.get_flag::<Spanned<i64>>("uid")? {
+            Some(uid) => Some(u32::try_from(uid.item).map_err(|_| {
+                LabeledError::new("invalid user id")
+                    .with_label("a user id is 0 to 4294967295", uid.span)
+            })?),
+            None => None,
+        };
         let filter = AuditFilter {
             action: call.get_flag("action")?,
             limit: Some(args::limit_flag(call)?.unwrap_or(100)),
             before: None,
+            uid,
+            ok: call.has_flag("refused")?.then_some(false),
         };
         let entries = match plugin.call(engine, &Request::Audit { filter }) {
             Ok(Response::Audit { entries }) => entries,

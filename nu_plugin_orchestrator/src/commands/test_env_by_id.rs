@@ -5,7 +5,7 @@ use nu_protocol::{
     Category, Example, LabeledError, PipelineData, Signature, Span, Spanned, SyntaxShape, Type,
     Value,
 };
-use orch_protocol::{Request, Response, TestEnv};
+use orch_protocol::{EnvFilter, Request, Response, TestEnv};
 
 use super::args;
 use super::by_id::ById;
@@ -98,15 +98,34 @@ impl SimplePluginCommand for EnvList {
     fn signature(&self) -> Signature {
         Signature::build("orch test env list")
             .input_output_type(Type::Nothing, Type::table())
+            .switch(
+                "alive",
+                "Only environments that are not deleted (they still have containers).",
+                Some('a'),
+            )
+            .named("limit", SyntaxShape::Int, "At most this many.", Some('n'))
+            .named(
+                "before",
+                SyntaxShape::Int,
+                "Only environments with a smaller id (a cursor: the last id of a page).",
+                None,
+            )
             .category(Category::Custom("orchestrator".into()))
     }
 
     fn examples(&self) -> Vec<Example<'_>> {
-        vec![Example {
-            example: "orch test env list | where status != deleted | select id name status expires",
-            description: "The environments that still have containers",
-            result: None,
-        }]
+        vec![
+            Example {
+                example: "orch test env list --alive | select id name status expires",
+                description: "The environments that still have containers",
+                result: None,
+            },
+            Example {
+                example: "orch test env list --limit 20 --before 300",
+                description: "The 20 environments made before environment 300",
+                result: None,
+            },
+        ]
     }
 
     fn run(
@@ -116,18 +135,50 @@ impl SimplePluginCommand for EnvList {
         call: &EvaluatedCall,
         _input: &Value,
     ) -> Result<Value, LabeledError> {
-        match plugin
-            .call(engine, &Request::Envs)
-            .map_err(|e| labeled(e, call.head, &[]))?
-        {
-            Response::Envs { envs } => Ok(Value::list(
+        let before: Option<Spanned<i64>> = call.get_flag("before")?;
+        let before = before
+            .map(|b| {
+                u64::try_from(b.item).map_err(|_| {
+                    LabeledError::new("invalid cursor")
+                        .with_label("`--before` must not be negative", b.span)
+                })
+            })
+            .transpose()?;
+        let mut filter = EnvFilter {
+            before,
+            limit: None,
+            alive: call.has_flag("alive")?,
+        };
+        let mut left = args::limit_flag(call)?.unwrap_or(usize::MAX);
+        let mut rows = Vec::new();
+        // A page at a time (the daemon gives at most a page per answer), until the limit
+        // or the oldest environment.
+        while left > 0 {
+            filter.limit = Some(left.min(EnvFilter::MAX_LIMIT));
+            let envs = match plugin
+                .call(
+                    engine,
+                    &Request::Envs {
+                        filter: filter.clone(),
+                    },
+                )
+                .map_err(|e| labeled(e, call.head, &[]))?
+            {
+                Response::Envs { envs } => envs,
+                other => return Err(unexpected(other, call.head)),
+            };
+            let full = envs.len() == filter.limit.unwrap_or(0);
+            left -= envs.len();
+            filter.before = envs.last().map(|e| e.id);
+            rows.extend(
                 envs.iter()
-                    .map(|e| testenv_values::env_summary(e, call.head))
-                    .collect(),
-                call.head,
-            )),
-            other => Err(unexpected(other, call.head)),
+                    .map(|e| testenv_values::env_summary(e, call.head)),
+            );
+            if !full || filter.before.is_none() {
+                break;
+            }
         }
+        Ok(Value::list(rows, call.head))
     }
 }
 

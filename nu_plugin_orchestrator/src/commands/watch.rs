@@ -37,7 +37,7 @@ impl PluginCommand for Watch {
             .named(
                 "task",
                 SyntaxShape::Int,
-                "Only this task's events, from its submission until it is final.",
+                "Only this task's events, from its submission until it is final (or a test environment's, until it is deleted).",
                 Some('t'),
             )
             .named(
@@ -71,6 +71,11 @@ impl PluginCommand for Watch {
             Example {
                 example: "orch watch --task 42 | select at event details",
                 description: "Follow task 42 until it is final",
+                result: None,
+            },
+            Example {
+                example: "orch watch --task 31 | get details.state.status",
+                description: "Follow test environment 31 through its stages until it is deleted",
                 result: None,
             },
             Example {

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use orch_protocol::{
-    Client, ClientError, Request, Response, Task, TaskFilter, TaskId, TaskStatus, WorkflowId,
+    Client, ClientError, EnvFilter, Request, Response, Task, TaskFilter, TaskId, TaskStatus,
+    WorkflowId,
 };
 
 use super::BARS;
@@ -14,6 +15,9 @@ use super::draw::one_line;
 
 /// The most tasks asked about per look.
 const POLLED: usize = 50;
+
+/// How many of the newest test environments a display of one being created reads.
+const NEWEST_ENVS: usize = 20;
 
 /// What a display shows.
 pub enum Source {
@@ -313,7 +317,12 @@ fn env_frame(
     since: chrono::DateTime<chrono::Utc>,
     elapsed: Duration,
 ) -> Result<Frame, ClientError> {
-    let Response::Envs { envs } = asker.ask(&Request::Envs)? else {
+    // The environment was just recorded: it is among the newest.
+    let newest = EnvFilter {
+        limit: Some(NEWEST_ENVS),
+        ..EnvFilter::default()
+    };
+    let Response::Envs { envs } = asker.ask(&Request::Envs { filter: newest })? else {
         return Err(unexpected("test environments"));
     };
     // Created at least a second before the display started: the clocks are the same

@@ -145,6 +145,11 @@ pub struct StepStatus {
     /// Whether a rollback would compensate it (steps only).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub has_rollback: bool,
+    /// The wave of the plan it runs in, from 1: the waves a run goes through if every
+    /// step took the same time, under the workflow's and the daemon's parallel limits
+    /// (steps only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wave: Option<u32>,
 }
 
 /// A workflow's summary with one page of its steps and compensations: the steps in

@@ -389,12 +389,15 @@ impl EngineState {
         }
     }
 
-    /// Records a test environment (assigning an id to a new one) and its audit record.
+    /// Records a test environment (assigning an id to a new one) and its audit record,
+    /// with one `env` event carrying its state.
     fn save_env(&mut self, mut env: TestEnv, audit: Option<AuditRecord>, reply: Reply<TestEnv>) {
         if env.id == 0 {
             env.id = self.next_id;
             self.next_id += 1;
         }
+        let state = env.state.clone();
+        self.push_event(env.id, None, EventKind::Env { state });
         self.step.batch.test_envs.push(env.clone());
         self.step.batch.audit.extend(audit);
         self.answer(reply, Ok(env));

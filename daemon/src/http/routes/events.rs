@@ -8,11 +8,11 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures_util::Stream;
-use orch_protocol::Event;
+use orch_protocol::{ErrorKind, ErrorReply, Event};
 use serde::Deserialize;
 
 use super::Ctx;
-use crate::events::Filter;
+use crate::events::{EventTypes, Filter};
 use crate::http::error::ApiError;
 use crate::ops;
 
@@ -23,6 +23,9 @@ pub struct EventsQuery {
     since: Option<u64>,
     task: Option<u64>,
     workflow: Option<u64>,
+    /// Event types, comma-separated (`env,workflow`).
+    #[serde(rename = "type")]
+    types: Option<String>,
 }
 
 /// `GET /events`
@@ -31,9 +34,18 @@ pub async fn events(
     query: Result<Query<EventsQuery>, QueryRejection>,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     let Query(query) = query?;
+    let types = query
+        .types
+        .as_deref()
+        .map(EventTypes::parse)
+        .transpose()
+        .map_err(|problem| {
+            ApiError::from(ErrorReply::field(ErrorKind::BadRequest, "type", problem))
+        })?;
     let filter = Filter {
         task: query.task,
         workflow: query.workflow,
+        types,
     };
     let events = ops::watch::follow(&ctx, query.since, filter)?;
     // Ends when the daemon stops, so a graceful stop does not wait for open streams.

@@ -125,6 +125,8 @@ pub struct AuditQuery {
     action: Option<String>,
     limit: Option<usize>,
     before: Option<u64>,
+    uid: Option<u32>,
+    ok: Option<bool>,
 }
 
 /// `GET /audit`
@@ -134,6 +136,8 @@ pub async fn audit(State(ctx): Ctx, query: Result<Query<AuditQuery>, QueryReject
         action: query.action,
         limit: query.limit,
         before: query.before,
+        uid: query.uid,
+        ok: query.ok,
     };
     Ok(Json(ops::audit::list(&ctx, &filter)?).into_response())
 }

@@ -23,7 +23,7 @@ const MAX_LIMIT: usize = 10_000;
 
 /// The header naming where the next page of `GET /tasks` starts (its `before`), when
 /// there may be one.
-const NEXT_BEFORE: &str = "x-next-before";
+pub(super) const NEXT_BEFORE: &str = "x-next-before";
 
 /// Filters of `GET /tasks`.
 #[derive(Debug, Deserialize)]
@@ -132,13 +132,38 @@ pub async fn retry(
     Ok(Json(redact::into_role(caller.role, task)).into_response())
 }
 
-/// Where a page of `GET /tasks/{id}/logs` starts, and its size.
+/// Where a page of a log (`GET /tasks/{id}/logs`, `GET /test/environments/{id}/logs`)
+/// starts, and its size.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LogQuery {
     offset: Option<u64>,
     limit: Option<usize>,
     tail: Option<u64>,
+}
+
+impl LogQuery {
+    /// Whether the query asks for a page (any of its fields is given).
+    pub(super) fn asks_for_a_page(&self) -> bool {
+        self.offset.is_some() || self.limit.is_some() || self.tail.is_some()
+    }
+
+    /// Where the page starts (the log's start when neither `offset` nor `tail` is given)
+    /// and how many bytes it may hold.
+    pub(super) fn page(&self) -> Result<(PageStart, usize), ApiError> {
+        let start = match (self.offset, self.tail) {
+            (Some(_), Some(_)) => {
+                return Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    ErrorKind::BadRequest,
+                    "`offset` and `tail`: give one of them (where the page starts)",
+                ));
+            }
+            (_, Some(tail)) => PageStart::Tail(tail),
+            (offset, None) => PageStart::At(offset.unwrap_or(0)),
+        };
+        Ok((start, self.limit.unwrap_or(usize::MAX)))
+    }
 }
 
 /// `GET /tasks/{id}/logs`: a page of the log from `?offset=` (or its last `?tail=`
@@ -150,18 +175,7 @@ pub async fn log(
 ) -> Answer {
     let Path(id) = id?;
     let Query(query) = query?;
-    let start = match (query.offset, query.tail) {
-        (Some(_), Some(_)) => {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                ErrorKind::BadRequest,
-                "`offset` and `tail`: give one of them (where the page starts)",
-            ));
-        }
-        (_, Some(tail)) => PageStart::Tail(tail),
-        (offset, None) => PageStart::At(offset.unwrap_or(0)),
-    };
-    let limit = query.limit.unwrap_or(usize::MAX);
+    let (start, limit) = query.page()?;
     let page = ops::logs::task_log_page(&ctx, id, start, limit)?;
     Ok(Json(page).into_response())
 }

@@ -12,13 +12,19 @@ use crate::audit::AuditRecord;
 use crate::audit::archive::Archive;
 use crate::store::{Store, TaskWrite, WriteBatch};
 
+/// Entry `n`: asked by uid `n % 3`, refused when `n` is a multiple of 3.
 fn record(action: &'static str, n: u64) -> AuditRecord {
     let actor = Actor {
-        uid: 0,
+        uid: (n % 3) as u32,
         interface: "socket".into(),
     };
     let params = serde_json::json!({ "n": n, "token": "hidden" });
-    AuditRecord::new(actor, action, params, Ok(format!("done {n}")))
+    let outcome = if n.is_multiple_of(3) {
+        Err(format!("refused {n}"))
+    } else {
+        Ok(format!("done {n}"))
+    };
+    AuditRecord::new(actor, action, params, outcome)
 }
 
 /// Commits batches of 1, 2 and 3 records (the first with a task), actions `submit` and
@@ -78,9 +84,27 @@ pub(crate) fn audit_entries_are_sealed_in_order_onto_a_chain_that_verifies(fixtu
         let cancels = AuditFilter {
             action: Some("cancel".into()),
             limit: Some(2),
-            before: None,
+            ..AuditFilter::default()
         };
         assert_eq!(seqs(&cancels), vec![6, 4]);
+        // Entry n was asked by uid n % 3, and refused when n is a multiple of 3.
+        let of_uid_1 = AuditFilter {
+            uid: Some(1),
+            ..AuditFilter::default()
+        };
+        assert_eq!(seqs(&of_uid_1), vec![4, 1]);
+        let refused = AuditFilter {
+            ok: Some(false),
+            ..AuditFilter::default()
+        };
+        assert_eq!(seqs(&refused), vec![6, 3]);
+        let refused_cancels_of_uid_0 = AuditFilter {
+            action: Some("cancel".into()),
+            uid: Some(0),
+            ok: Some(false),
+            ..AuditFilter::default()
+        };
+        assert_eq!(seqs(&refused_cancels_of_uid_0), vec![6]);
         let page = AuditFilter {
             limit: Some(2),
             before: Some(5),

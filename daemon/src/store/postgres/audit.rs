@@ -24,10 +24,17 @@ impl AuditLog for PostgresStore {
         let before = filter
             .before
             .map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
+        let uid = filter.uid.map(i64::from);
+        let ok = filter.ok;
         self.read(|conn| async move {
             let sql = "SELECT seq, body FROM audit WHERE ($1::text IS NULL OR action = $1)
-                AND seq < $3 ORDER BY seq DESC LIMIT $2";
-            let rows = conn.query(sql, &[&action, &limit, &before]).await?;
+                AND seq < $3
+                AND ($4::int8 IS NULL OR (body::jsonb -> 'actor' ->> 'uid')::int8 = $4)
+                AND ($5::bool IS NULL OR (body::jsonb ->> 'ok')::bool = $5)
+                ORDER BY seq DESC LIMIT $2";
+            let rows = conn
+                .query(sql, &[&action, &limit, &before, &uid, &ok])
+                .await?;
             rows.iter().map(|r| record("audit entry", r)).collect()
         })
     }

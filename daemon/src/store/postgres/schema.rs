@@ -138,6 +138,10 @@ const MIGRATIONS: &[&str] = &[
     // Tasks may take input (a spec's `stdin`), which a daemon of an earlier version
     // cannot read.
     "ALTER TABLE cluster_attempts ADD COLUMN nudges text[] NOT NULL DEFAULT '{}';",
+    // 9: the event log may hold `env` events (a test environment's changes), which a
+    // daemon of an earlier version cannot read: no table changes, the version makes it
+    // refuse the store.
+    "SELECT 1;",
 ];
 
 /// The schema version this binary writes.

@@ -44,7 +44,7 @@ impl AuditLog for RedbStore {
             }
             let (seq, body) = entry.map_err(backend)?;
             let entry: AuditEntry = decode(&format!("audit entry {}", seq.value()), body.value())?;
-            if filter.action.as_ref().is_none_or(|a| *a == entry.action) {
+            if filter.passes(&entry) {
                 out.push(entry);
             }
         }

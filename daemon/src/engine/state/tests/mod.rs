@@ -14,6 +14,7 @@ mod cancels;
 mod cleaning;
 mod delays;
 mod dependencies;
+mod environments;
 mod groups;
 mod live;
 mod notifications;

@@ -69,9 +69,14 @@ impl Filter {
     }
 }
 
-/// A set of event types (the names of [`EventKind::NAMES`]).
+/// A set of event types (the names of [`EventKind::NAMES`]), one bit each.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EventTypes(u32);
+
+const _: () = assert!(
+    EventKind::NAMES.len() <= 32,
+    "EventTypes holds one bit per event type in a u32"
+);
 
 impl EventTypes {
     /// The types of a comma-separated list of names (`env,workflow`); the error names the

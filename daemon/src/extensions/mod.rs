@@ -4,7 +4,9 @@
 //! Each extension is a directory with a `manifest.toml`. A manifest that cannot be read
 //! or is invalid becomes a [`ManifestProblem`] (its path and what is wrong) and the others
 //! still load. The registry is read afresh for each request that needs it, so an edited
-//! manifest counts at once; reading it takes well under a millisecond per manifest.
+//! manifest counts at once; reading it takes well under a millisecond per manifest, a
+//! few hundred microseconds in all, so a request reads it only when it needs it
+//! ([`Extensions`]: a batch of plain commands never does).
 
 mod manifest;
 
@@ -13,6 +15,48 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use orch_protocol::{ClusterInfo, ExtensionsReport, ManifestProblem, ProviderInfo, TaskservInfo};
+
+/// The registry of a directory, read the first time it is asked for.
+#[derive(Debug)]
+pub struct Extensions {
+    modules_dir: PathBuf,
+    loaded: std::sync::OnceLock<Registry>,
+}
+
+impl Extensions {
+    /// The extensions under `modules_dir`, not read yet.
+    pub fn under(modules_dir: &Path) -> Extensions {
+        Extensions {
+            modules_dir: modules_dir.to_path_buf(),
+            loaded: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Extensions already read.
+    pub fn read(registry: Registry) -> Extensions {
+        Extensions {
+            modules_dir: registry.modules_dir.clone(),
+            loaded: std::sync::OnceLock::from(registry),
+        }
+    }
+
+    /// Their directory (without reading them).
+    pub fn modules_dir(&self) -> &Path {
+        &self.modules_dir
+    }
+
+    /// The registry, read now if it was not yet.
+    pub fn registry(&self) -> &Registry {
+        self.loaded
+            .get_or_init(|| Registry::load(&self.modules_dir))
+    }
+
+    /// Whether the registry was read.
+    #[cfg(test)]
+    pub fn was_read(&self) -> bool {
+        self.loaded.get().is_some()
+    }
+}
 
 /// The loaded registry, with lookups by name.
 #[derive(Debug, Clone)]

@@ -7,7 +7,7 @@ use super::workflows::stored_summary;
 use super::{AppError, AppErrorKind, Context};
 use crate::engine::Command;
 use crate::events::Stream;
-use crate::extensions::Registry;
+use crate::extensions::Extensions;
 use crate::policy::Submitter;
 use crate::workflows::{self, Draft, Sources};
 
@@ -75,9 +75,9 @@ impl Expander {
     /// Expands and checks `request`, confined as `submitter` is.
     fn prepare(&self, request: &WorkflowRequest, submitter: Submitter) -> Result<Draft, AppError> {
         confine(&self.workspace, request, submitter)?;
-        let registry = Registry::load(&self.modules_dir);
+        let extensions = Extensions::under(&self.modules_dir);
         let sources = Sources {
-            registry: &registry,
+            extensions: &extensions,
             workspace: &self.workspace,
             data_dir: &self.data_dir,
         };

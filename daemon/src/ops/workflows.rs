@@ -48,8 +48,8 @@ pub fn get(
     Ok(workflow_page(
         &workflow,
         |t| statuses.get(&t).copied(),
-        (offset, limit),
-        ctx.parallel_limit,
+        offset,
+        limit,
     ))
 }
 

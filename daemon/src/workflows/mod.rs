@@ -30,7 +30,7 @@ use orch_protocol::{TaskSpec, WorkflowKind, WorkflowRequest};
 
 pub use error::ExpandError;
 pub use expand::Sources;
-pub use plan::{plan, wave_count};
+pub use plan::{plan, step_waves};
 pub use taskservs::install_order;
 
 /// A workflow ready for the engine: its steps in dependency order.

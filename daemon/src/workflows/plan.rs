@@ -46,11 +46,20 @@ pub fn plan(draft: &Draft, daemon_limit: usize) -> WorkflowPlan {
     }
 }
 
-/// How many waves a run of a checked draft goes through under its and the daemon's limits.
-pub fn wave_count(draft: &Draft, daemon_limit: usize) -> u64 {
+/// The wave (from 1) each step of a checked draft runs in under its and the daemon's
+/// limits, in the draft's order (the waves a run goes through: the largest of them).
+pub fn step_waves(draft: &Draft, daemon_limit: usize) -> Vec<u32> {
     let limit = effective_limit(draft, daemon_limit);
-    graph::dependency_indexes(&draft.steps)
-        .map_or(0, |deps| graph::waves_of(&deps, limit).len() as u64)
+    let Ok(deps) = graph::dependency_indexes(&draft.steps) else {
+        return Vec::new();
+    };
+    let mut waves = vec![0; draft.steps.len()];
+    for (n, wave) in graph::waves_of(&deps, limit).into_iter().enumerate() {
+        for step in wave {
+            waves[step] = u32::try_from(n + 1).unwrap_or(u32::MAX);
+        }
+    }
+    waves
 }
 
 /// The smaller of the draft's and the daemon's parallel limits.

@@ -224,6 +224,7 @@ mod tests {
             dependencies: hard.iter().map(|s| s.to_string()).collect(),
             soft_dependencies: soft.iter().map(|s| s.to_string()).collect(),
             rollback: (id == "b").then(|| spec("undo-b")),
+            wave: None,
         };
         Workflow {
             id: 10,

@@ -96,9 +96,12 @@ export function query(params) {
   return text ? `?${text}` : '';
 }
 
-/** Follows `GET /events` (with `filter`: `{task}` or `{workflow}`) and calls
+/** Follows `GET /events` (with `filter`: `{task}`, `{workflow}`, `{type}`) and calls
  * `onEvent(event)` for each; reconnects after a drop from the last event seen, and calls
- * `onState(live)` as the stream comes and goes. Stops when `signal` aborts. */
+ * `onState(live)` as the stream comes and goes. When the events after the last one seen
+ * are gone (the event retention removed them while the stream was down), it follows from
+ * now on and calls `onEvent(null)`: what the view shows must be read again. Stops when
+ * `signal` aborts. */
 export function follow(filter, onEvent, signal, onState = () => {}) {
   let since = null;
   let wait = 500;
@@ -111,7 +114,15 @@ export function follow(filter, onEvent, signal, onState = () => {}) {
           signal,
         });
         if (answer.status === 401) { signOut(); onSignedOut(); return; }
-        if (!answer.ok || !answer.body) throw await failure(answer);
+        if (!answer.ok || !answer.body) {
+          const error = await failure(answer);
+          if (error.field === 'since' && since !== null) {
+            since = null;
+            onEvent(null);
+            continue;
+          }
+          throw error;
+        }
         onState(true);
         wait = 500;
         const reader = answer.body.pipeThrough(new TextDecoderStream()).getReader();

@@ -182,6 +182,18 @@ function focusKey(el) {
   return null;
 }
 
+/** `fn` (which draws a view) run one call at a time: a call waits for the one before to
+ * end, so that two drawings of a view never interleave (one would replace what the
+ * other drew, and the focus it gave back). */
+export function serial(fn) {
+  let last = Promise.resolve();
+  return (...args) => {
+    const next = last.then(() => fn(...args));
+    last = next.catch(() => {});
+    return next;
+  };
+}
+
 /** After an action's button (`data-action` = `action`) redrew its view, gives the focus
  * back to that button if the view still offers it, else to the first action `bar`
  * offers: a disabled button loses the focus, and a keyboard user would start again from

@@ -5,7 +5,7 @@
 
 import { get, post, del, may, follow, request, query, ApiError } from './api.js';
 import { followLog } from './logtail.js';
-import { h, fill, link, badge, time, duration, table, section, throttle, keepingFocus, refocusAction } from './dom.js';
+import { h, fill, link, badge, time, duration, table, section, throttle, keepingFocus, refocusAction, serial } from './dom.js';
 
 export const name = 'envs';
 export const title = 'Test environments';
@@ -24,7 +24,7 @@ export async function render(main, [idText], ctx) {
     ? ['Only those with containers. ', link('/ui/envs', 'Show deleted ones too')]
     : ['Deleted ones too. ', link('/ui/envs?alive=true', 'Only those with containers')]);
   fill(main, h('h1', {}, 'Test environments'), may('operator') ? section('Create', create) : null, section('Environments', which, list, pager));
-  const draw = () => keepingFocus(main, async () => {
+  const draw = serial(() => keepingFocus(main, async () => {
     const { data: envs, headers } = await request(`/test/environments${query({ before, limit: PAGE, alive: alive || '' })}`, { signal: ctx.signal });
     fill(list, table(['Environment', 'Status', 'Kind', 'Nodes', 'Created', 'Expires'], envs.map((e) => h('tr', { 'data-env': e.id },
       h('td', {}, link(`/ui/envs/${e.id}`, `#${e.id} ${e.name}`)),
@@ -38,7 +38,7 @@ export async function render(main, [idText], ctx) {
       before ? link(`/ui/envs${query({ alive: alive || '' })}`, '⇤ Newest') : null,
       next ? link(`/ui/envs${query({ alive: alive || '', before: next })}`, 'Older →') : null);
     main.dataset.loaded = 'true';
-  });
+  }));
   if (may('operator')) await creationForm(create, ctx);
   await draw();
   const redraw = throttle(() => draw().catch((e) => ctx.signal.aborted || ctx.notify(e.message)), 1000);
@@ -98,7 +98,7 @@ async function one(main, id, ctx) {
   fill(main, head, actions, section('Nodes and containers', nodes),
     h('div', { class: 'grid' }, section('Readiness probes', probes), section('Test results', results)),
     section('Log', logState, log));
-  const draw = () => keepingFocus(main, async () => {
+  const draw = serial(() => keepingFocus(main, async () => {
     const env = await get(`/test/environments/${id}`, ctx.signal);
     document.title = `${env.name} #${env.id} · orchestrator`;
     main.dataset.status = env.state.status;
@@ -138,7 +138,7 @@ async function one(main, id, ctx) {
     fill(results, table(['Node', 'Taskserv', 'Result', 'Exit', 'Took'], env.results.map((r) => h('tr', { 'data-result': r.taskserv },
       h('td', {}, r.node), h('td', {}, r.taskserv), h('td', {}, badge(r.passed ? 'succeeded' : 'failed')), h('td', {}, String(r.exit_code)), h('td', {}, duration(r.duration_ms)))), 'No test has run.'));
     main.dataset.loaded = 'true';
-  });
+  }));
   await draw();
   const redraw = throttle(() => draw().catch((e) => ctx.signal.aborted || ctx.notify(e.message)), 500);
   // While the daemon works on it, the log is looked at every second; otherwise when an

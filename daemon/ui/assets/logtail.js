@@ -18,8 +18,16 @@ const KEEP = 256 * 1024;
 export function followLog(path, box, state, signal, { words, stopAtEnd, pauseMs }) {
   let offset = null;
   let text = '';
-  let wakeUp = () => {};
-  const pause = (ms) => new Promise((resolve) => { wakeUp = resolve; setTimeout(resolve, ms); });
+  // A wake-up asked for while a page is read is kept for the next pause.
+  let woken = false;
+  let wakeUp = () => { woken = true; };
+  const pause = (ms) => new Promise((resolve) => {
+    if (woken || signal.aborted) { woken = false; resolve(); return; }
+    const done = () => { clearTimeout(timer); signal.removeEventListener('abort', done); wakeUp = () => { woken = true; }; resolve(); };
+    const timer = setTimeout(done, ms);
+    wakeUp = done;
+    signal.addEventListener('abort', done);
+  });
   const run = async () => {
     while (!signal.aborted) {
       let page;

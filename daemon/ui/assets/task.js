@@ -4,7 +4,7 @@
 
 import { get, post, may, follow, ApiError } from './api.js';
 import { followLog } from './logtail.js';
-import { h, fill, link, badge, time, duration, describe, table, section, throttle, keepingFocus, refocusAction } from './dom.js';
+import { h, fill, link, badge, time, duration, describe, table, section, throttle, keepingFocus, refocusAction, serial } from './dom.js';
 
 export const name = 'tasks';
 export const title = 'Task';
@@ -26,7 +26,7 @@ export async function render(main, [idText], ctx) {
     section('Parameters and environment', params));
 
   let task = null;
-  const draw = () => keepingFocus(main, async () => {
+  const draw = serial(() => keepingFocus(main, async () => {
     task = await get(`/tasks/${id}`, ctx.signal);
     document.title = `#${id} · orchestrator`;
     drawHead(head, task);
@@ -36,7 +36,7 @@ export async function render(main, [idText], ctx) {
     drawParams(params, task);
     main.dataset.loaded = 'true';
     main.dataset.status = task.state.status;
-  });
+  }));
   await draw();
   await drawDeps(deps, task, ctx.signal);
   const redraw = throttle(() => draw().catch((e) => ctx.signal.aborted || ctx.notify(e.message)), 300);

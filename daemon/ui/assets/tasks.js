@@ -53,8 +53,9 @@ export async function render(main, _params, ctx) {
   await draw();
   const redraw = throttle(() => draw().catch((e) => ctx.signal.aborted || ctx.notify(e.message)), 1000);
   follow({}, (event) => {
-    // The first page shows new tasks; any page shows its own tasks' changes.
-    if ((!before && event.kind.type === 'submitted') || shown.has(event.task)) redraw();
+    // The first page shows new tasks; any page shows its own tasks' changes (null: events
+    // were missed, read it again).
+    if (!event || (!before && event.kind.type === 'submitted') || shown.has(event.task)) redraw();
   }, ctx.signal, ctx.live);
 }
 

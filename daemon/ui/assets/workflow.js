@@ -3,7 +3,7 @@
 // (cancel, rollback, retry a step, restart from a step) for operators.
 
 import { get, post, query, may, follow, ApiError } from './api.js';
-import { h, fill, link, badge, time, duration, describe, table, section, throttle, taskTimes, keepingFocus, refocusAction } from './dom.js';
+import { h, fill, link, badge, time, duration, describe, table, section, throttle, taskTimes, keepingFocus, refocusAction, serial } from './dom.js';
 import { drawGraph, drawGantt, waves } from './graph.js';
 
 export const name = 'workflows';
@@ -32,7 +32,7 @@ export async function render(main, [idText], ctx) {
 
   let view = null;
   let times = new Map();
-  const draw = () => keepingFocus(main, async () => {
+  const draw = serial(() => keepingFocus(main, async () => {
     view = await get(`/workflows/${id}${query({ offset, limit: PAGE })}`, ctx.signal);
     times = await loadTimes(view.tasks, ctx.signal);
     const w = view.workflow;
@@ -53,7 +53,7 @@ export async function render(main, [idText], ctx) {
       view.next_offset ? link(`/ui/workflows/${id}${query({ offset: view.next_offset })}`, 'Later steps →') : null,
       h('span', { class: 'muted' }, ` steps ${offset + 1}–${offset + view.tasks.length} of ${w.steps + w.compensations}`));
     main.dataset.loaded = 'true';
-  });
+  }));
   await draw();
   graph.addEventListener('click', (event) => {
     const a = event.target.closest('a[data-step]');

@@ -33,6 +33,7 @@ export async function render(main, _params, ctx) {
   await draw();
   const redraw = throttle(() => draw().catch((e) => ctx.signal.aborted || ctx.notify(e.message)), 1000);
   follow({}, (event) => {
+    if (!event) return redraw();
     const mine = shown.has(event.task) || shown.has(event.workflow);
     if (mine || (!before && event.kind.type === 'workflow')) redraw();
   }, ctx.signal, ctx.live);

@@ -37,7 +37,7 @@ impl PluginCommand for Watch {
             .named(
                 "task",
                 SyntaxShape::Int,
-                "Only this task's events, from its submission until it is final (or a test environment's, until it is deleted).",
+                "Only this task's events, from its submission until it is final (or a test environment's, until it is deleted; with --live, a task only).",
                 Some('t'),
             )
             .named(
@@ -177,9 +177,17 @@ fn live(
         (Some(t), None) => {
             // An unknown task is an error now, not a display waiting for ever.
             let id = args::task_id(t)?;
-            plugin
-                .call(engine, &Request::Get { id })
-                .map_err(|e| labeled(e, call.head, &[("id", t.span)]))?;
+            if let Err(e) = plugin.call(engine, &Request::Get { id }) {
+                if plugin.call(engine, &Request::Env { id }).is_ok() {
+                    return Err(LabeledError::new("--live draws tasks").with_label(
+                        format!(
+                            "{id} is a test environment: leave out --live to follow its events"
+                        ),
+                        t.span,
+                    ));
+                }
+                return Err(labeled(e, call.head, &[("id", t.span)]));
+            }
             (Source::Tasks(TaskPoll::new(&[id])), vec![("id", t.span)])
         }
         (None, Some(w)) => (

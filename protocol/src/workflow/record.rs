@@ -26,6 +26,11 @@ pub struct WorkflowStep {
     /// What a rollback runs to compensate it (none: nothing to undo).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollback: Option<TaskSpec>,
+    /// The wave of the plan it runs in, from 1, as planned at submission (none in a
+    /// record from before waves were kept per step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
+    pub wave: Option<u32>,
 }
 
 /// A compensation task created by a rollback.

@@ -146,9 +146,11 @@ pub struct StepStatus {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub has_rollback: bool,
     /// The wave of the plan it runs in, from 1: the waves a run goes through if every
-    /// step took the same time, under the workflow's and the daemon's parallel limits
-    /// (steps only).
+    /// step took the same time, under the workflow's and the daemon's parallel limits, as
+    /// planned at submission (steps only; none for workflows recorded before this was
+    /// kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub wave: Option<u32>,
 }
 

@@ -57,12 +57,13 @@ impl EngineState {
                 return self.refuse(reply, error);
             }
         }
-        let waves = crate::workflows::wave_count(&draft, self.nodes.capacity());
+        let waves = crate::workflows::step_waves(&draft, self.nodes.capacity());
+        let wave_count = waves.iter().copied().max().unwrap_or(0);
         let id = self.next_id;
         self.next_id += 1;
         let mut task_of: HashMap<String, TaskId> = HashMap::new();
         let mut steps = Vec::with_capacity(draft.steps.len());
-        for step in draft.steps {
+        for (step, wave) in draft.steps.into_iter().zip(waves) {
             let resolve = |ids: &[String]| ids.iter().map(|s| task_of[s]).collect::<Vec<_>>();
             let mut spec = step_spec(
                 step.spec,
@@ -86,6 +87,7 @@ impl EngineState {
                 dependencies: step.dependencies,
                 soft_dependencies: step.soft_dependencies,
                 rollback,
+                wave: Some(wave),
             });
         }
         let count = steps.len();
@@ -102,7 +104,7 @@ impl EngineState {
             rollback_steps: Vec::new(),
             state: WorkflowState::Running { since: self.now },
             last_event: 0,
-            waves: Some(waves),
+            waves: Some(u64::from(wave_count)),
         };
         let name = workflow.name.clone();
         self.workflows.insert(id, workflow);

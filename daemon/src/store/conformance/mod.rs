@@ -176,6 +176,7 @@ pub(crate) fn workflow(id: u64, steps: &[u64], state: WorkflowState) -> Workflow
                 dependencies: vec![],
                 soft_dependencies: vec![],
                 rollback: None,
+                wave: Some(1),
             })
             .collect(),
         rollback_steps: vec![],

@@ -190,7 +190,7 @@ fn infra_operation(
     let module = provider_module(
         &servers,
         op.provider.as_deref(),
-        sources.registry,
+        sources.extensions.registry(),
         "the operation",
     )?;
     let records = server_records(&servers, op.provider.as_deref());
@@ -207,7 +207,7 @@ fn infra_operation(
             let name = op.taskserv.as_ref().ok_or_else(|| {
                 ExpandError::Invalid("a taskserv operation needs `taskserv`".into())
             })?;
-            let order = install_order(std::slice::from_ref(name), sources.registry)?;
+            let order = install_order(std::slice::from_ref(name), sources.extensions.registry())?;
             merge(&mut ctx, &json!({"taskservs": taskservs::context(&order)}));
             let (install, rollback) = taskserv_scripts(&module, &order);
             let names: Vec<&str> = order.iter().map(|t| t.name.as_str()).collect();

@@ -14,7 +14,8 @@ use crate::workflows::{Draft, DraftStep, ExpandError, checks, snippets};
 pub fn expand(r: &ClusterRequest, sources: &Sources) -> Result<Draft, ExpandError> {
     let infra = load_infra(&r.target, sources)?;
     let definition = sources
-        .registry
+        .extensions
+        .registry()
         .cluster(&r.cluster)
         .map_err(ExpandError::Unknown)?;
     let provider = r
@@ -28,13 +29,14 @@ pub fn expand(r: &ClusterRequest, sources: &Sources) -> Result<Draft, ExpandErro
             ))
         })?;
     sources
-        .registry
+        .extensions
+        .registry()
         .provider(&provider)
         .map_err(ExpandError::Unknown)?;
     let nodes = nodes(definition, &provider, &infra);
     let orders = nodes
         .iter()
-        .map(|node| install_order(&node.taskservs, sources.registry))
+        .map(|node| install_order(&node.taskservs, sources.extensions.registry()))
         .collect::<Result<Vec<_>, _>>()?;
     // Members of a cluster become healthy together: checks run once every install is done.
     let checked: Vec<(&Server, &TaskservInfo)> = nodes
@@ -83,7 +85,7 @@ pub fn expand(r: &ClusterRequest, sources: &Sources) -> Result<Draft, ExpandErro
     let module = provider_module(
         &nodes.iter().collect::<Vec<_>>(),
         None,
-        sources.registry,
+        sources.extensions.registry(),
         "the cluster",
     )?;
     let on_cluster = Cluster {

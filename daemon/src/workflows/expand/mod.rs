@@ -15,12 +15,12 @@ use orch_protocol::{InfraTarget, RunOptions, WorkflowKind, WorkflowRequest};
 
 use super::infra::{Infra, Place};
 use super::{Draft, ExpandError};
-use crate::extensions::Registry;
+use crate::extensions::Extensions;
 
 /// What expansion reads besides the request.
 pub struct Sources<'a> {
-    /// The extensions.
-    pub registry: &'a Registry,
+    /// The extensions (read only if the request needs them).
+    pub extensions: &'a Extensions,
     /// The workspace used when the request names none.
     pub workspace: &'a Path,
     /// The daemon's data directory (never an infra, nor a script's directory).
@@ -79,12 +79,13 @@ mod tests {
     use orch_protocol::{BatchRequest, ClusterRequest, InfraTarget, ServersRequest};
 
     use super::*;
+    use crate::extensions::Registry;
 
     /// A workspace with infra `lab` (web-01 with kubernetes, web-02), the repository's
     /// extensions, and a data directory.
     struct Fixture {
         workspace: tempfile::TempDir,
-        registry: Registry,
+        extensions: Extensions,
     }
 
     impl Fixture {
@@ -100,7 +101,7 @@ mod tests {
             let modules = Path::new(env!("CARGO_MANIFEST_DIR")).join("../nushell-modules");
             Fixture {
                 workspace,
-                registry: Registry::load(&modules),
+                extensions: Extensions::read(Registry::load(&modules)),
             }
         }
 
@@ -112,7 +113,7 @@ mod tests {
         fn draft(&self, request: WorkflowRequest) -> Result<Draft, ExpandError> {
             let data_dir = self.workspace.path().join("data");
             let sources = Sources {
-                registry: &self.registry,
+                extensions: &self.extensions,
                 workspace: self.workspace.path(),
                 data_dir: &data_dir,
             };
@@ -189,6 +190,43 @@ mod tests {
             error.to_string(),
             "operation `a`: a `nu` operation needs `nu` (the code)"
         );
+    }
+
+    #[test]
+    fn a_batch_of_commands_does_not_read_the_extensions_and_a_taskserv_step_does() {
+        let workspace = tempfile::tempdir().unwrap();
+        let data_dir = workspace.path().join("data");
+        let modules = Path::new(env!("CARGO_MANIFEST_DIR")).join("../nushell-modules");
+        let commands: BatchRequest = serde_json::from_value(serde_json::json!({
+            "workflow": {"name": "b", "operations": [
+                {"id": "a", "type": "command", "command": ["true"]},
+                {"id": "b", "type": "nu", "nu": "print hi", "dependencies": ["a"]}
+            ]}
+        }))
+        .unwrap();
+        let extensions = Extensions::under(&modules);
+        let sources = Sources {
+            extensions: &extensions,
+            workspace: workspace.path(),
+            data_dir: &data_dir,
+        };
+        expand(&WorkflowRequest::Batch(commands), &sources).unwrap();
+        assert!(!extensions.was_read(), "no step needed the extensions");
+        let fixture = Fixture::new();
+        let taskserv = WorkflowRequest::Taskserv(orch_protocol::TaskservRequest {
+            target: target(),
+            taskserv: "redis".into(),
+            servers: Vec::new(),
+            run: RunOptions::default(),
+        });
+        let extensions = Extensions::under(&modules);
+        let sources = Sources {
+            extensions: &extensions,
+            workspace: fixture.workspace.path(),
+            data_dir: &data_dir,
+        };
+        expand(&taskserv, &sources).unwrap();
+        assert!(extensions.was_read(), "a taskserv step reads them");
     }
 
     #[test]

@@ -16,7 +16,7 @@ pub fn expand(r: &ServersRequest, sources: &Sources) -> Result<Draft, ExpandErro
     let orders = selected
         .iter()
         .map(|server| {
-            install_order(&server.taskservs, sources.registry)
+            install_order(&server.taskservs, sources.extensions.registry())
                 .map_err(|e| e.within(format!("server `{}`", server.hostname)))
         })
         .collect::<Result<Vec<_>, _>>()?;

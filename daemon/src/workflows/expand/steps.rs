@@ -37,7 +37,7 @@ pub fn nu_step(code: String, mut ctx: Value, infra: &Infra, sources: &Sources) -
     spec.timeout_ms = Some(STEP_TIMEOUT_MS);
     spec.env.insert(
         "PROVISIONING_MODULES".into(),
-        sources.registry.modules_dir.display().to_string(),
+        sources.extensions.modules_dir().display().to_string(),
     );
     spec
 }
@@ -80,7 +80,7 @@ pub fn create_step(
     infra: &Infra,
     sources: &Sources,
 ) -> Result<DraftStep, ExpandError> {
-    let module = provider_module(&[server], None, sources.registry, "a server")?;
+    let module = provider_module(&[server], None, sources.extensions.registry(), "a server")?;
     let id = format!("create:{}", server.hostname);
     let ctx = json!({
         "step": id,
@@ -121,7 +121,7 @@ pub fn install_steps(
     extra_ctx: &Value,
     sources: &Sources,
 ) -> Result<Vec<DraftStep>, ExpandError> {
-    let module = provider_module(&[server], None, sources.registry, "a server")?;
+    let module = provider_module(&[server], None, sources.extensions.registry(), "a server")?;
     let mut steps = Vec::new();
     for t in order {
         let id = format!("install:{}@{}", t.name, server.hostname);

@@ -13,7 +13,10 @@ use crate::workflows::{Draft, ExpandError, checks};
 pub fn expand(r: &TaskservRequest, sources: &Sources) -> Result<Draft, ExpandError> {
     let infra = load_infra(&r.target, sources)?;
     let selected = infra.select(&r.servers)?;
-    let order = install_order(std::slice::from_ref(&r.taskserv), sources.registry)?;
+    let order = install_order(
+        std::slice::from_ref(&r.taskserv),
+        sources.extensions.registry(),
+    )?;
     let name = format!("taskserv create {} on {}", r.taskserv, infra.name);
     checks::step_count(&name, selected.len().checked_mul(order.len()))?;
     let mut draft = empty_draft(name, WorkflowKind::Taskserv, &r.run);

@@ -16,6 +16,9 @@ fn a_workflow_limit_holds_back_ready_steps_until_one_of_its_slots_frees() {
     let (step, summary) = h.submit_workflow(draft(&steps, Some(2), false));
     let wf = summary.id;
     assert_eq!((summary.steps, summary.waves), (4, Some(2)));
+    // Each step keeps its wave in the plan: two at a time.
+    let waves: Vec<_> = h.workflow(wf).steps.iter().map(|s| s.wave).collect();
+    assert_eq!(waves, vec![Some(1), Some(1), Some(2), Some(2)]);
     // The record and its four step tasks are created in one batch.
     assert_eq!(step.workflow_states(), vec![WorkflowStatus::Running]);
     let [a, b, c, d] = ["a", "b", "c", "d"].map(|s| h.step_task(wf, s));
@@ -35,6 +38,13 @@ fn a_workflow_limit_holds_back_ready_steps_until_one_of_its_slots_frees() {
 fn a_workflow_succeeds_in_the_batch_of_its_last_success() {
     let mut h = Harness::new(8);
     let (_, summary) = h.submit_workflow(chain());
+    let waves: Vec<_> = h
+        .workflow(summary.id)
+        .steps
+        .iter()
+        .map(|s| s.wave)
+        .collect();
+    assert_eq!(waves, vec![Some(1), Some(2)], "b waits for a");
     let (a, b) = (h.step_task(summary.id, "a"), h.step_task(summary.id, "b"));
     let step = h.exit(a, 0);
     assert_eq!(step.launched(), vec![b]);

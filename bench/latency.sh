@@ -8,7 +8,8 @@
 # runs. Run it on a quiet machine: an fsync costs ~0.15 ms here when idle and several ms
 # while other builds write.
 #
-#   bench/latency.sh [K]      (default 300; ORCH_DAEMON_ARGS=--no-supervisor: without supervisors)
+#   bench/latency.sh [K]      (default 300; ORCH_DAEMON_ARGS=--no-supervisor: without supervisors;
+#                              ORCH_BENCH_BIN=DIR: the binaries of DIR, e.g. an earlier build's)
 #
 # Needs nu 0.115.1, curl, python3 and cc on PATH. Builds the release binaries first
 # (ORCH_BENCH_NO_BUILD=1: uses those in target/release as they are).
@@ -24,7 +25,7 @@ trap cleanup EXIT
 
 [[ -n ${ORCH_BENCH_NO_BUILD:-} ]] || cargo build --release --workspace --bins --manifest-path "$ROOT/Cargo.toml" >&2
 cc -O2 -o "$WORK/raw-cost" "$ROOT/bench/raw-cost.c"
-BIN="$ROOT/target/release"
+BIN=${ORCH_BENCH_BIN:-$ROOT/target/release}
 REG="$WORK/plugins.msgpackz"
 nu -n -c "plugin add --plugin-config '$REG' '$BIN/nu_plugin_orchestrator'"
 export PROVISIONING_ORCHESTRATOR_SOCKET="$WORK/orch.sock"

@@ -19,6 +19,7 @@
 #   bench/scale.sh [N...]        (release build; the figures go into docs/benchmarks.md)
 #   PROFILE=debug bench/scale.sh  uses the debug binaries already built instead
 #   PLUGIN_PROFILE=debug ...      the debug plugin (with a release daemon built beforehand)
+#   ORCH_BENCH_BIN=DIR ...        the daemon of DIR (an earlier build), with PLUGIN_PROFILE set
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SIZES=("$@")
@@ -36,7 +37,7 @@ if [[ $PROFILE == release && -z ${PLUGIN_PROFILE:-} ]]; then
   cargo build --release -p provisioning-orchestrator -p nu_plugin_orchestrator --bins \
     --manifest-path "$ROOT/Cargo.toml" >&2
 fi
-BIN="$ROOT/target/$PROFILE"
+BIN=${ORCH_BENCH_BIN:-$ROOT/target/$PROFILE}
 PLUGIN_BIN="$ROOT/target/${PLUGIN_PROFILE:-$PROFILE}"
 PLUGIN_CONFIG="$WORK/plugins.msgpackz"
 nu -n -c "plugin add --plugin-config '$PLUGIN_CONFIG' '$PLUGIN_BIN/nu_plugin_orchestrator'"

@@ -27,7 +27,7 @@ cleanup() {
 trap cleanup EXIT
 
 [[ -n ${ORCH_BENCH_NO_BUILD:-} ]] || cargo build --release --workspace --bins --manifest-path "$ROOT/Cargo.toml" >&2
-BIN="$ROOT/target/release"
+BIN=${ORCH_BENCH_BIN:-$ROOT/target/release}
 REG="$WORK/plugins.msgpackz"
 nu -n -c "plugin add --plugin-config '$REG' '$BIN/nu_plugin_orchestrator'"
 export PROVISIONING_ORCHESTRATOR_SOCKET="$WORK/orch.sock"

@@ -97,11 +97,15 @@ impl ActivityCounter {
             }
             after = end;
         }
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        state.counted_since = match first {
-            Some(first) if missed_before && first > hour_ago => first,
-            _ => hour_ago,
-        };
+        {
+            let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            state.counted_since = match first {
+                Some(first) if missed_before && first > hour_ago => first,
+                _ => hour_ago,
+            };
+        }
+        // The pages of up to SEED_EVENTS decoded events, freed in this thread's arena.
+        crate::memory::return_freed_memory();
         Ok(())
     }
 

@@ -32,12 +32,13 @@ pub const GENESIS: &str = "00000000000000000000000000000000000000000000000000000
 pub const REDACTED: &str = "[redacted]";
 
 /// A change to record; the store numbers, timestamps and seals it at commit.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct AuditRecord {
     /// Who asked.
     pub actor: Actor,
-    /// What was asked.
-    pub action: &'static str,
+    /// What was asked (one of the daemon's own names: borrowed, but owned when read back
+    /// from a store's journal).
+    pub action: std::borrow::Cow<'static, str>,
     /// The request's parameters (redacted by [`AuditRecord::new`]).
     pub params: serde_json::Value,
     /// Whether it was carried out.
@@ -61,7 +62,7 @@ impl AuditRecord {
         };
         AuditRecord {
             actor,
-            action,
+            action: action.into(),
             params,
             ok,
             outcome,

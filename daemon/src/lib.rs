@@ -31,7 +31,8 @@
 //! - [`metrics`]: Prometheus metrics (`prometheus-client`); [`activity`]: the last hour
 //!   minute by minute, for the dashboard.
 //! - [`files`]: small files written atomically beside the database; [`child`]: what
-//!   every process the daemon starts gets back (umask, default signal actions).
+//!   every process the daemon starts gets back (umask, default signal actions);
+//!   [`memory`]: freed memory given back to the system after a burst.
 //! - [`shutdown`] and [`logging`]: signals and the daemon's own log.
 //!
 //! The rule everything follows: a state change is committed to the store before it is
@@ -49,6 +50,7 @@ pub mod extensions;
 pub mod files;
 pub mod http;
 pub mod logging;
+pub mod memory;
 pub mod metrics;
 pub mod migrate;
 pub mod notify;
@@ -520,6 +522,7 @@ fn make_data_private(data_dir: &Path, logs_dir: &Path) -> anyhow::Result<()> {
     for name in [STORE_FILE, logging::LOG_FILE, "tokens.json", "instance-id"] {
         paths.push(data_dir.join(name));
     }
+    paths.push(RedbStore::journal_path(&data_dir.join(STORE_FILE)));
     paths.extend(logging::rotated_files(data_dir));
     paths.extend(audit::segment::private_paths(data_dir));
     let changed = files::make_private(&paths)

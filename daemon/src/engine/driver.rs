@@ -192,7 +192,7 @@ impl Engine {
         }
         self.state.handle(input, Utc::now());
         if self.state.take_compacted() {
-            return_freed_memory();
+            crate::memory::return_freed_memory();
         }
     }
 
@@ -347,14 +347,4 @@ fn adopt_placed(
     }
     let stale: Vec<(TaskId, u32)> = placed.into_keys().collect();
     (nodes, attempts, stale)
-}
-
-/// Has the allocator give the pages of freed memory back to the system (glibc keeps
-/// them otherwise: after a burst of a million tasks, hundreds of MB would stay resident).
-fn return_freed_memory() {
-    // SAFETY: malloc_trim(3) only releases free memory of the allocator's heap.
-    #[cfg(target_env = "gnu")]
-    unsafe {
-        libc::malloc_trim(0);
-    }
 }

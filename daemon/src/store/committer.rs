@@ -3,9 +3,13 @@
 //!
 //! Order is the guarantee callers build on: a completion runs only after its own batch
 //! and every batch submitted before it are durable.
+//!
+//! When no batch has come for [`SETTLE_AFTER`], the writer lets the store fold what it
+//! holds durable in a side form into its main file ([`Store::settle`]: the redb store's
+//! checkpoint), so that this costs the commits of a burst nothing.
 
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -19,6 +23,9 @@ pub type CommitObserver = Box<dyn Fn(Duration) + Send>;
 
 /// The most batches merged into one transaction.
 const MAX_GROUP: usize = 4096;
+
+/// How long the writer waits for a batch before it settles the store.
+const SETTLE_AFTER: Duration = Duration::from_millis(50);
 
 struct Job {
     batch: WriteBatch,
@@ -92,7 +99,7 @@ fn writer_loop(store: &dyn Store, rx: Receiver<Job>, observe: &CommitObserver) -
     // After a failed commit nothing more is written: later batches were computed from
     // state that never became durable.
     let mut failed: Option<StoreError> = None;
-    while let Ok(first) = rx.recv() {
+    while let Some(first) = next_job(store, &rx, &mut failed) {
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
             match rx.try_recv() {
@@ -127,5 +134,31 @@ fn writer_loop(store: &dyn Store, rx: Receiver<Job>, observe: &CommitObserver) -
             done(result.clone());
         }
     }
+    if failed.is_none()
+        && let Err(e) = store.settle()
+    {
+        tracing::error!(error = %e, "the store's last checkpoint failed");
+    }
     stats
+}
+
+/// The next batch to commit (`None` once every handle is dropped); while the store is
+/// unsettled and none comes for [`SETTLE_AFTER`], it settles it. A failed settle counts
+/// as a failed commit: nothing more is written.
+fn next_job(store: &dyn Store, rx: &Receiver<Job>, failed: &mut Option<StoreError>) -> Option<Job> {
+    loop {
+        if failed.is_some() || !store.unsettled() {
+            return rx.recv().ok();
+        }
+        match rx.recv_timeout(SETTLE_AFTER) {
+            Ok(job) => return Some(job),
+            Err(RecvTimeoutError::Disconnected) => return None,
+            Err(RecvTimeoutError::Timeout) => {
+                if let Err(e) = store.settle() {
+                    tracing::error!(error = %e, "a checkpoint of the store failed");
+                    *failed = Some(e);
+                }
+            }
+        }
+    }
 }

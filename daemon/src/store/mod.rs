@@ -72,7 +72,7 @@ pub enum StoreError {
 }
 
 /// One task record to write, with the status it had before (for the indexes).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct TaskWrite {
     /// The record as it is now.
     pub task: Task,
@@ -84,7 +84,7 @@ pub struct TaskWrite {
 }
 
 /// The fields of a task record that the stores index besides its status.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Indexed {
     /// Its priority (the queue's order).
     pub priority: i32,
@@ -92,8 +92,10 @@ pub struct Indexed {
     pub label: Option<String>,
 }
 
-/// A set of changes that become durable together.
-#[derive(Debug, Default)]
+/// A set of changes that become durable together (serializable: the redb store's journal
+/// keeps each batch until its checkpoint; placements, which only a cluster's store is
+/// given, are not part of that).
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct WriteBatch {
     /// Task records to insert or replace, in order.
     pub tasks: Vec<TaskWrite>,
@@ -119,6 +121,7 @@ pub struct WriteBatch {
     pub migration_underway: Option<bool>,
     /// Attempts placed on, stopped on and taken back from the nodes of a cluster (only a
     /// cluster's store, PostgreSQL, is given any).
+    #[serde(skip)]
     pub placements: PlacementWrites,
     /// The queue's controls (groups, pauses) to store in place of the current ones.
     pub controls: Option<QueueControls>,
@@ -365,6 +368,18 @@ pub trait Store: AuditLog + Send + Sync + 'static {
 
     /// Writes a batch atomically and durably.
     fn commit(&self, batch: &WriteBatch) -> Result<(), StoreError>;
+
+    /// Whether committed batches are durable only in a form the backend has yet to fold
+    /// into its main file (the redb store's journal): [`Store::settle`] would do it.
+    fn unsettled(&self) -> bool {
+        false
+    }
+
+    /// Folds what is durable only in such a form into the main file (the redb store's
+    /// checkpoint); the group committer calls it when no batch waits.
+    fn settle(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 
     /// Reads everything needed to rebuild the engine.
     fn load(&self) -> Result<Snapshot, StoreError>;

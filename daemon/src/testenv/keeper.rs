@@ -187,7 +187,7 @@ fn recorded(node: &str, sent: SentAudit) -> Result<AuditRecord, ErrorReply> {
     };
     Ok(AuditRecord {
         actor: sent.actor,
-        action,
+        action: action.into(),
         params: sent.params,
         ok: sent.ok,
         outcome: sent.outcome,

@@ -93,7 +93,7 @@ impl AuditLog for RedbStore {
         let mut txn = self.db.begin_write().map_err(backend)?;
         txn.set_durability(Durability::Immediate).map_err(backend)?;
         remove_archived(&txn, seal)?;
-        let (seq, at) = append(&txn, &[checkpoint]).map_err(backend)?;
+        let (seq, at) = append(&txn, &[checkpoint], Utc::now()).map_err(backend)?;
         let segment = AuditSegment {
             seal: seal.clone(),
             checkpoint: seq,
@@ -174,11 +174,12 @@ fn remove_archived(txn: &WriteTransaction, seal: &SegmentSeal) -> Result<(), Sto
         .map_err(backend)
 }
 
-/// Seals the records onto the end of the audit chain (in the batch's transaction);
-/// returns the new head's sequence number and the time the records were sealed with.
+/// Seals the records onto the end of the audit chain (in the batch's transaction) with
+/// the time `now`; returns the new head's sequence number and that time.
 pub(super) fn append(
     txn: &WriteTransaction,
     records: &[AuditRecord],
+    now: DateTime<Utc>,
 ) -> Result<(u64, DateTime<Utc>), redb::Error> {
     let mut audit = txn.open_table(AUDIT)?;
     let mut head_table = txn.open_table(AUDIT_HEAD)?;
@@ -187,7 +188,6 @@ pub(super) fn append(
             .map_err(|e| redb::Error::Corrupted(format!("audit head: {e}")))?,
         None => (0, crate::audit::GENESIS.to_string()),
     };
-    let now = Utc::now();
     for record in records {
         seq += 1;
         let entry = crate::audit::seal(record.clone(), seq, now, &hash);

@@ -26,6 +26,8 @@
 //! `audit`; the snapshot and the lists in `read`; the other reads are here.
 
 mod audit;
+mod checkpoint;
+mod journal;
 mod layout;
 mod open;
 mod read;
@@ -33,7 +35,7 @@ mod write;
 
 use orch_protocol::{Event, Task, TaskFilter, TaskId, TaskStatus, Workflow, WorkflowId};
 
-use ::redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use ::redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::{Snapshot, Store, StoreError, WriteBatch};
 use audit::{AUDIT, AUDIT_HEAD};
@@ -71,11 +73,29 @@ const EVENTS_REMOVED_THROUGH: &str = "events_removed_through";
 /// `meta` key present (value 1) while a migration fills the store.
 const MIGRATION_UNDERWAY: &str = "migration_underway";
 
-/// A [`Store`] in a redb database file.
+/// A [`Store`] in a redb database file, with its commit journal beside it.
 pub struct RedbStore {
     db: Database,
-    /// Commits use redb's quick repair (see `open::QuickRepair`).
+    /// Durable commits use redb's quick repair (see `open::QuickRepair`).
     quick_repair: open::QuickRepair,
+    /// The journal that makes commits durable between checkpoints (see `checkpoint`).
+    durable: checkpoint::Durable,
+}
+
+impl RedbStore {
+    /// Where the journal of the store file `store` is (beside it).
+    pub fn journal_path(store: &std::path::Path) -> std::path::PathBuf {
+        journal::path_of(store)
+    }
+}
+
+impl Drop for RedbStore {
+    /// A store closed cleanly leaves nothing to apply again at the next open.
+    fn drop(&mut self) {
+        if let Err(e) = self.settle() {
+            tracing::warn!(error = %e, "the store's last checkpoint failed: the next open applies the journal");
+        }
+    }
 }
 
 fn backend(e: impl std::fmt::Display) -> StoreError {
@@ -99,11 +119,15 @@ impl Store for RedbStore {
     }
 
     fn commit(&self, batch: &WriteBatch) -> Result<(), StoreError> {
-        let mut txn = self.db.begin_write().map_err(backend)?;
-        txn.set_durability(Durability::Immediate).map_err(backend)?;
-        txn.set_quick_repair(self.quick_repair.wanted());
-        write::apply(&txn, batch).map_err(backend)?;
-        txn.commit().map_err(backend)
+        self.durable.commit(&self.db, &self.quick_repair, batch)
+    }
+
+    fn unsettled(&self) -> bool {
+        self.durable.unsettled()
+    }
+
+    fn settle(&self) -> Result<(), StoreError> {
+        self.durable.settle(&self.db, &self.quick_repair)
     }
 
     fn load(&self) -> Result<Snapshot, StoreError> {

@@ -20,6 +20,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use ::redb::{Database, DatabaseError, StorageError};
 
+use super::checkpoint::Durable;
+use super::journal::{self, Journal};
 use super::layout::{self, Upgrade};
 use super::{
     AUDIT, AUDIT_HEAD, BY_LABEL, BY_STATUS, COUNTS, EVENTS, META, NOTIFIERS, OUTBOX, OUTBOX_DUE,
@@ -114,7 +116,26 @@ impl RedbStore {
             Ok(Upgrade::Current) => {}
         }
         let quick_repair = QuickRepair::new(path);
-        Ok(RedbStore { db, quick_repair })
+        let journal_path = journal::path_of(path);
+        let (journal, found) = Journal::open(&journal_path).map_err(|e| {
+            backend(format!(
+                "cannot open the store's journal {}: {e}",
+                journal_path.display()
+            ))
+        })?;
+        let (durable, replayed) = Durable::recover(&db, journal, found)?;
+        if replayed > 0 {
+            tracing::info!(
+                store = %path.display(),
+                commits = replayed,
+                "applied again the commits the journal held after the last checkpoint"
+            );
+        }
+        Ok(RedbStore {
+            db,
+            quick_repair,
+            durable,
+        })
     }
 }
 

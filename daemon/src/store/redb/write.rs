@@ -3,6 +3,7 @@
 //! audit entries sealed onto the chain.
 
 use ::redb::{ReadableTable, WriteTransaction};
+use chrono::{DateTime, Utc};
 use orch_protocol::TaskStatus;
 
 use super::{
@@ -12,8 +13,13 @@ use super::{
 };
 use crate::store::WriteBatch;
 
-/// Writes `batch` in `txn` (the caller commits).
-pub(super) fn apply(txn: &WriteTransaction, batch: &WriteBatch) -> Result<(), redb::Error> {
+/// Writes `batch` in `txn` (the caller commits); its audit records are sealed with the
+/// time `at` (given, so that a batch applied again from the journal is sealed the same).
+pub(super) fn apply(
+    txn: &WriteTransaction,
+    batch: &WriteBatch,
+    at: DateTime<Utc>,
+) -> Result<(), redb::Error> {
     let mut tasks = txn.open_table(TASKS)?;
     let mut by_status = txn.open_table(BY_STATUS)?;
     let mut queue = txn.open_table(QUEUE)?;
@@ -106,7 +112,7 @@ pub(super) fn apply(txn: &WriteTransaction, batch: &WriteBatch) -> Result<(), re
         counts.insert(status.code(), n.saturating_sub(1))?;
     }
     if !batch.audit.is_empty() {
-        super::audit::append(txn, &batch.audit)?;
+        super::audit::append(txn, &batch.audit, at)?;
     }
     if !batch.schedules.is_empty() || !batch.schedule_removals.is_empty() {
         let mut table = txn.open_table(SCHEDULES)?;

@@ -33,6 +33,7 @@ pub const REDACTED: &str = "[redacted]";
 
 /// A change to record; the store numbers, timestamps and seals it at commit.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AuditRecord {
     /// Who asked.
     pub actor: Actor,

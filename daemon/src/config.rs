@@ -275,6 +275,13 @@ pub enum Tool {
         #[arg(long, value_name = "DIR|URL")]
         to: String,
     },
+    /// Fold the journal of a stopped daemon's redb store into its file (a checkpoint), so
+    /// that `orchestrator.redb` alone holds every commit: before copying the file or
+    /// reading it with other tools. No daemon may be using it. Prints a JSON report.
+    Checkpoint {
+        /// The data directory.
+        dir: PathBuf,
+    },
     /// Print the completion script of these flags and tools for a shell: `nu` (source
     /// it, or save it in nu's autoload directory), bash, zsh, fish, elvish, powershell.
     Completions {

@@ -1,6 +1,6 @@
 //! The `provisioning-orchestrator` binary: parses flags and runs the daemon (or, given a
-//! tool such as `audit verify-segment`, `migrate`, `completions`, or `supervise` for a
-//! data directory, runs that instead).
+//! tool such as `audit verify-segment`, `migrate`, `checkpoint`, `completions`, or
+//! `supervise` for a data directory, runs that instead).
 
 use provisioning_orchestrator::config::{AuditTool, Tool, layers};
 
@@ -14,6 +14,9 @@ fn main() -> std::process::ExitCode {
     }
     if let Some(Tool::Migrate { from, to }) = &cli.tool {
         return provisioning_orchestrator::migrate::run(from, to);
+    }
+    if let Some(Tool::Checkpoint { dir }) = &cli.tool {
+        return provisioning_orchestrator::store::checkpoint_tool(dir);
     }
     if let Some(Tool::Completions { shell }) = &cli.tool {
         return provisioning_orchestrator::completions::print(*shell);

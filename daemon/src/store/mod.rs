@@ -27,6 +27,46 @@ pub use postgres::{
 };
 pub use redb::RedbStore;
 
+/// `provisioning-orchestrator checkpoint DIR`: folds the journal of the redb store in data
+/// directory `dir` into its file (the store is opened, which applies what the journal
+/// holds, and closed, which checkpoints). A missing store is an error, not a new one.
+/// Prints a JSON report; exit 1 with the reason on stderr when it cannot.
+pub fn checkpoint_tool(dir: &std::path::Path) -> std::process::ExitCode {
+    use std::io::Write as _;
+    let path = dir.join(crate::STORE_FILE);
+    let outcome = if path.is_file() {
+        RedbStore::open_replaying(&path).map(|(store, replayed)| {
+            drop(store);
+            replayed
+        })
+    } else {
+        Err(StoreError::Backend(format!(
+            "{}: no store there (a data directory holds {})",
+            path.display(),
+            crate::STORE_FILE
+        )))
+    };
+    match outcome {
+        Ok(applied) => {
+            let report = serde_json::json!({
+                "store": path.display().to_string(),
+                "journal": RedbStore::journal_path(&path).display().to_string(),
+                "applied": applied,
+                "checkpointed": true,
+            });
+            let _ = writeln!(std::io::stdout(), "{report:#}");
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "provisioning-orchestrator checkpoint: {e}"
+            );
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// Errors from a store backend.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
@@ -73,6 +113,7 @@ pub enum StoreError {
 
 /// One task record to write, with the status it had before (for the indexes).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TaskWrite {
     /// The record as it is now.
     pub task: Task,
@@ -85,6 +126,7 @@ pub struct TaskWrite {
 
 /// The fields of a task record that the stores index besides its status.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Indexed {
     /// Its priority (the queue's order).
     pub priority: i32,
@@ -96,6 +138,7 @@ pub struct Indexed {
 /// keeps each batch until its checkpoint; placements, which only a cluster's store is
 /// given, are not part of that).
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct WriteBatch {
     /// Task records to insert or replace, in order.
     pub tasks: Vec<TaskWrite>,

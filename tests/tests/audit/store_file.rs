@@ -1,5 +1,7 @@
 //! The audit tables of a stopped daemon's database, read and changed directly (as someone
-//! with access to the file could), and the checks that go with them.
+//! with access to the file could), and the checks that go with them. What the daemon
+//! committed after its last checkpoint is in the store's journal: `provisioning-orchestrator
+//! checkpoint` folds it into the file first, as an operator does before reading the file.
 
 use std::collections::BTreeMap;
 
@@ -16,6 +18,16 @@ pub const SEGMENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("audit_se
 pub type Table<'t> = redb::Table<'t, u64, &'static [u8]>;
 
 fn database(daemon: &Daemon) -> Database {
+    let folded = std::process::Command::new(orch_e2e::binary("provisioning-orchestrator"))
+        .arg("checkpoint")
+        .arg(daemon.data_dir())
+        .output()
+        .expect("the checkpoint tool runs");
+    assert!(
+        folded.status.success(),
+        "the checkpoint tool: {}",
+        String::from_utf8_lossy(&folded.stderr)
+    );
     Database::open(daemon.data_dir().join("orchestrator.redb")).expect("the daemon is stopped")
 }
 

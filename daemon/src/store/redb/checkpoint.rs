@@ -11,7 +11,7 @@ use std::sync::{Mutex, MutexGuard};
 use ::redb::{Database, Durability, WriteTransaction};
 use chrono::{DateTime, Utc};
 
-use super::journal::{Found, Journal};
+use super::journal::{Found, Journal, Position};
 use super::open::QuickRepair;
 use super::{META, backend, write};
 use crate::store::{StoreError, WriteBatch};
@@ -40,125 +40,233 @@ struct Read {
 
 /// The journal, and what syncs redb when a checkpoint is due.
 pub(super) struct Durable {
-    journal: Mutex<Journal>,
+    state: Mutex<State>,
+}
+
+struct State {
+    journal: Journal,
+    /// Why nothing more may be written, once the store may hold a batch its caller was
+    /// told failed, or a checkpoint failed: later commits fail, and the journal is left
+    /// for the next open to apply (no checkpoint at close).
+    poisoned: Option<String>,
 }
 
 impl Durable {
     /// Applies what `found` (the journal as opened) holds after redb's last durable
-    /// commit, in one durable transaction, and starts a new epoch of the journal.
+    /// commit, in one durable transaction, and starts a new epoch of the journal. A store
+    /// file older than the position its journal starts from is refused; a journal of
+    /// another store, or older than the store file, is not applied.
     pub fn recover(
         db: &Database,
+        quick_repair: &QuickRepair,
         mut journal: Journal,
         found: Found,
     ) -> Result<(Durable, usize), StoreError> {
+        let shown = journal.path().display().to_string();
         if found.damaged_header {
-            tracing::warn!(
-                journal = %journal.path().display(),
-                "the store's journal has a damaged header: commits made after the last checkpoint may be lost"
-            );
+            tracing::warn!(journal = %shown, "the store's journal has a damaged header: commits made after the last checkpoint may be lost");
         }
-        let (id, epoch, applied) = position(db)?;
+        let (id, position) = position(db)?;
+        if found.created && id != 0 {
+            tracing::warn!(journal = %shown, "the store's journal was missing: commits made after its last checkpoint, if any, are lost");
+        }
         let id = match id {
-            0 => new_id(db)?,
+            0 => new_id(db, quick_repair)?,
             id => id,
         };
-        if found.store != id && !found.records.is_empty() {
-            tracing::warn!(
-                journal = %journal.path().display(),
-                records = found.records.len(),
-                "the journal belongs to another store file: it is not applied to this one"
-            );
-        }
-        let pending: Vec<(u64, Vec<u8>)> = match found.epoch {
-            _ if found.store != id => Vec::new(),
-            e if e > epoch => found.records,
-            e if e == epoch => found
+        let epoch = found.epoch;
+        let pending: Vec<(u64, Vec<u8>)> = if epoch.store != id {
+            if !found.records.is_empty() {
+                tracing::warn!(journal = %shown, records = found.records.len(), "the journal belongs to another store file: it is not applied to this one");
+            }
+            Vec::new()
+        } else if position == epoch.base {
+            found.records
+        } else if position.0 == epoch.number {
+            let applied = position.1;
+            found
                 .records
                 .into_iter()
                 .filter(|(n, _)| *n > applied)
-                .collect(),
-            _ => Vec::new(),
+                .collect()
+        } else if position > (epoch.number, 0) {
+            tracing::warn!(journal = %shown, "the journal is older than the store file: it is not applied");
+            Vec::new()
+        } else {
+            return Err(StoreError::Unusable {
+                path: shown,
+                problem: format!(
+                    "the store file is older than its journal (it has applied epoch {} up to record {}, the journal starts after epoch {} record {}): it was restored or copied without its journal. Restore both files together, or move the journal aside to open the store as the file has it",
+                    position.0, position.1, epoch.base.0, epoch.base.1
+                ),
+            });
         };
+        let mut reached = position;
         let replayed = pending.len();
         if replayed > 0 {
-            let txn = durable_txn(db, None)?;
+            let txn = durable_txn(db, quick_repair)?;
             for (number, body) in pending {
                 let record: Read =
                     serde_json::from_slice(&body).map_err(|e| StoreError::Unusable {
-                        path: journal.path().display().to_string(),
+                        path: shown.clone(),
                         problem: format!(
                             "its record {number} of epoch {} cannot be read by this daemon ({e})",
-                            found.epoch
+                            epoch.number
                         ),
                     })?;
                 write::apply(&txn, &record.batch, record.at).map_err(backend)?;
-                set_position(&txn, found.epoch, number)?;
+                set_position(&txn, (epoch.number, number))?;
+                reached = (epoch.number, number);
             }
             txn.commit().map_err(backend)?;
         }
+        let next = position.0.max(epoch.number) + 1;
         journal
-            .start_epoch(id, epoch.max(found.epoch) + 1)
+            .start_epoch(id, next, reached)
             .map_err(|e| journal_error(&journal, &e))?;
-        let durable = Durable {
-            journal: Mutex::new(journal),
+        let state = State {
+            journal,
+            poisoned: None,
         };
-        Ok((durable, replayed))
+        Ok((
+            Durable {
+                state: Mutex::new(state),
+            },
+            replayed,
+        ))
     }
 
     /// Commits `batch`: journaled and durable, then committed by redb without a sync. A
     /// batch too large for the journal is committed by redb with a sync; a checkpoint that
-    /// comes due is made at once.
+    /// comes due is made at once. Once its record is durable the batch is committed: a
+    /// failure after that poisons the store (later commits fail) rather than this commit,
+    /// unless the record could be taken back.
     pub fn commit(
         &self,
         db: &Database,
         quick_repair: &QuickRepair,
         batch: &WriteBatch,
     ) -> Result<(), StoreError> {
-        let at = Utc::now();
-        let mut journal = self.lock();
-        let Some(body) = journal_record(at, batch) else {
-            // Larger than the journal: committed by redb with a sync, which also syncs
-            // what the journal holds (the position says none of it is left to apply), so
-            // the journal starts over as after a checkpoint.
-            let txn = durable_txn(db, Some(quick_repair))?;
-            write::apply(&txn, batch, at).map_err(backend)?;
-            set_position(&txn, journal.epoch(), journal.last())?;
-            txn.commit().map_err(backend)?;
-            return next_epoch(&mut journal);
-        };
-        if !journal.fits(body.len()) {
-            checkpoint(db, quick_repair, &mut journal)?;
+        let mut state = self.lock();
+        if let Some(why) = &state.poisoned {
+            return Err(StoreError::Backend(format!("not written: {why}")));
         }
-        let number = journal
-            .append(&body)
-            .map_err(|e| journal_error(&journal, &e))?;
-        let mut txn = db.begin_write().map_err(backend)?;
-        txn.set_durability(Durability::None).map_err(backend)?;
-        write::apply(&txn, batch, at).map_err(backend)?;
-        set_position(&txn, journal.epoch(), number)?;
-        txn.commit().map_err(backend)?;
-        if journal.due() {
-            checkpoint(db, quick_repair, &mut journal)?;
+        let at = Utc::now();
+        let Some(body) = journal_record(at, batch) else {
+            return state.commit_synced(db, quick_repair, batch, at);
+        };
+        if !state.journal.fits(body.len()) {
+            state.checkpoint(db, quick_repair)?;
+        }
+        if let Err(e) = state.journal.append(&body) {
+            // A failed sync may yet have written it: blank it, or the store is in doubt.
+            let error = journal_error(&state.journal, &e);
+            state.take_back(body.len(), &error);
+            return Err(error);
+        }
+        let position = (state.journal.epoch().number, state.journal.last());
+        let applied = (|| {
+            let mut txn = db.begin_write().map_err(backend)?;
+            txn.set_durability(Durability::None).map_err(backend)?;
+            write::apply(&txn, batch, at).map_err(backend)?;
+            set_position(&txn, position)?;
+            txn.commit().map_err(backend)
+        })();
+        if let Err(error) = applied {
+            state.take_back(body.len(), &error);
+            return Err(error);
+        }
+        if state.journal.due() {
+            state.checkpoint_after_commit(db, quick_repair);
         }
         Ok(())
     }
 
     /// Whether redb holds commits it has not synced (a checkpoint would sync them).
     pub fn unsettled(&self) -> bool {
-        self.lock().holds_records()
+        let state = self.lock();
+        state.poisoned.is_none() && state.journal.holds_records()
     }
 
-    /// Makes a checkpoint when redb holds commits it has not synced.
+    /// Makes a checkpoint when redb holds commits it has not synced (not once poisoned:
+    /// the journal is then left for the next open).
     pub fn settle(&self, db: &Database, quick_repair: &QuickRepair) -> Result<(), StoreError> {
-        let mut journal = self.lock();
-        if journal.holds_records() {
-            checkpoint(db, quick_repair, &mut journal)?;
+        let mut state = self.lock();
+        if state.poisoned.is_none() && state.journal.holds_records() {
+            state.checkpoint(db, quick_repair)?;
         }
         Ok(())
     }
 
-    fn lock(&self) -> MutexGuard<'_, Journal> {
-        self.journal.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl State {
+    /// A batch larger than the journal, committed by redb with a sync (which also syncs
+    /// what the journal holds: the position says none of it is left to apply), after
+    /// which the journal starts over as after a checkpoint.
+    fn commit_synced(
+        &mut self,
+        db: &Database,
+        quick_repair: &QuickRepair,
+        batch: &WriteBatch,
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let position = (self.journal.epoch().number, self.journal.last());
+        let txn = durable_txn(db, quick_repair)?;
+        write::apply(&txn, batch, at).map_err(backend)?;
+        set_position(&txn, position)?;
+        txn.commit().map_err(|e| self.poison(backend(e)))?;
+        if let Err(e) = self.next_epoch(position) {
+            self.poison(e);
+        }
+        Ok(())
+    }
+
+    /// Has redb sync everything it committed, then starts a new epoch of the journal. A
+    /// crash between the two leaves the old epoch's records, which redb has all applied.
+    /// A failure poisons the store.
+    fn checkpoint(&mut self, db: &Database, quick_repair: &QuickRepair) -> Result<(), StoreError> {
+        let position = (self.journal.epoch().number, self.journal.last());
+        let synced = durable_txn(db, quick_repair)
+            .and_then(|txn| txn.commit().map_err(backend))
+            .and_then(|()| self.next_epoch(position));
+        synced.map_err(|e| self.poison(e))
+    }
+
+    /// [`State::checkpoint`] due after a batch committed: its failure is not the batch's
+    /// (it is durable) but poisons the store for the next ones.
+    fn checkpoint_after_commit(&mut self, db: &Database, quick_repair: &QuickRepair) {
+        if let Err(e) = self.checkpoint(db, quick_repair) {
+            tracing::error!(error = %e, "a checkpoint of the store failed: nothing more is written");
+        }
+    }
+
+    /// Starts the journal's next epoch, from `position`, which redb has synced.
+    fn next_epoch(&mut self, position: Position) -> Result<(), StoreError> {
+        let epoch = self.journal.epoch();
+        self.journal
+            .start_epoch(epoch.store, epoch.number + 1, position)
+            .map_err(|e| journal_error(&self.journal, &e))
+    }
+
+    /// Takes back the last record (of `len` bytes), whose batch failed; when that fails
+    /// too, the store is in doubt: poisoned.
+    fn take_back(&mut self, len: usize, why: &StoreError) {
+        if let Err(e) = self.journal.retract_last(len) {
+            self.poison(StoreError::Backend(format!(
+                "a batch that failed ({why}) could not be taken back from the journal ({e}): the next open may apply it"
+            )));
+        }
+    }
+
+    /// Poisons the store with `error` (logged); returns it.
+    fn poison(&mut self, error: StoreError) -> StoreError {
+        tracing::error!(%error, "the store takes no more writes");
+        self.poisoned.get_or_insert_with(|| error.to_string());
+        error
     }
 }
 
@@ -194,57 +302,33 @@ impl std::io::Write for Bounded {
     }
 }
 
-/// Has redb sync everything it committed, then starts a new epoch of the journal. A
-/// crash between the two leaves the old epoch's records, which redb has all applied.
-fn checkpoint(
-    db: &Database,
-    quick_repair: &QuickRepair,
-    journal: &mut Journal,
-) -> Result<(), StoreError> {
-    durable_txn(db, Some(quick_repair))?
-        .commit()
-        .map_err(backend)?;
-    next_epoch(journal)
-}
-
-/// Starts the journal's next epoch, once redb has synced all it applied.
-fn next_epoch(journal: &mut Journal) -> Result<(), StoreError> {
-    let next = journal.epoch() + 1;
-    journal
-        .start_epoch(journal.store(), next)
-        .map_err(|e| journal_error(journal, &e))
-}
-
 /// A write transaction that syncs when it commits (with quick repair as `quick_repair`
 /// wants).
-fn durable_txn(
-    db: &Database,
-    quick_repair: Option<&QuickRepair>,
-) -> Result<WriteTransaction, StoreError> {
+fn durable_txn(db: &Database, quick_repair: &QuickRepair) -> Result<WriteTransaction, StoreError> {
     let mut txn = db.begin_write().map_err(backend)?;
     txn.set_durability(Durability::Immediate).map_err(backend)?;
-    if let Some(quick) = quick_repair {
-        txn.set_quick_repair(quick.wanted());
-    }
+    txn.set_quick_repair(quick_repair.wanted());
     Ok(txn)
 }
 
-/// The store's journal id (0: none yet), and the journal epoch and record number of the
-/// last batch redb applied.
-fn position(db: &Database) -> Result<(u64, u64, u64), StoreError> {
+/// The store's journal id (0: none yet), and the position of the last batch redb applied.
+fn position(db: &Database) -> Result<(u64, Position), StoreError> {
     use ::redb::ReadableDatabase as _;
     let txn = db.begin_read().map_err(backend)?;
     let meta = txn.open_table(META).map_err(backend)?;
     let get = |key| -> Result<u64, StoreError> {
         Ok(meta.get(key).map_err(backend)?.map_or(0, |v| v.value()))
     };
-    Ok((get(JOURNAL_ID)?, get(JOURNAL_EPOCH)?, get(JOURNAL_RECORD)?))
+    Ok((
+        get(JOURNAL_ID)?,
+        (get(JOURNAL_EPOCH)?, get(JOURNAL_RECORD)?),
+    ))
 }
 
 /// Gives the store a journal id (random, never 0), durably.
-fn new_id(db: &Database) -> Result<u64, StoreError> {
+fn new_id(db: &Database, quick_repair: &QuickRepair) -> Result<u64, StoreError> {
     let id = fastrand::u64(1..);
-    let txn = durable_txn(db, None)?;
+    let txn = durable_txn(db, quick_repair)?;
     txn.open_table(META)
         .map_err(backend)?
         .insert(JOURNAL_ID, id)
@@ -253,8 +337,8 @@ fn new_id(db: &Database) -> Result<u64, StoreError> {
     Ok(id)
 }
 
-/// Records in `txn` that it applies record `number` of epoch `epoch`.
-fn set_position(txn: &WriteTransaction, epoch: u64, number: u64) -> Result<(), StoreError> {
+/// Records in `txn` that it applies the batch at `position`.
+fn set_position(txn: &WriteTransaction, (epoch, number): Position) -> Result<(), StoreError> {
     let mut meta = txn.open_table(META).map_err(backend)?;
     meta.insert(JOURNAL_EPOCH, epoch).map_err(backend)?;
     meta.insert(JOURNAL_RECORD, number).map_err(backend)?;
@@ -278,6 +362,7 @@ mod tests {
     use super::super::RedbStore;
     use super::super::journal::path_of;
     use crate::audit::AuditRecord;
+    use crate::store::StoreError;
     use crate::store::conformance::task;
     use crate::store::{AuditLog as _, Store, TaskWrite, WriteBatch};
 
@@ -363,6 +448,36 @@ mod tests {
         drop(fresh);
         // Nor is it applied later: the new store started a journal of its own.
         assert_eq!(ids(&RedbStore::open(&crashed).unwrap()), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn a_store_file_older_than_its_journal_is_refused_and_an_older_journal_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.redb");
+        let store = RedbStore::open(&path).unwrap();
+        store.commit(&submission(1)).unwrap();
+        let old_file = dir.path().join("old.redb");
+        std::fs::copy(&path, &old_file).unwrap();
+        let old_journal = dir.path().join("old.journal");
+        std::fs::copy(path_of(&path), &old_journal).unwrap();
+        store.settle().unwrap();
+        store.commit(&submission(2)).unwrap();
+        store.settle().unwrap();
+        store.commit(&submission(3)).unwrap();
+        // The file as it was before the checkpoints, with today's journal: refused.
+        let restored = dir.path().join("restored.redb");
+        std::fs::copy(&old_file, &restored).unwrap();
+        std::fs::copy(path_of(&path), path_of(&restored)).unwrap();
+        let error = RedbStore::open(&restored).err().unwrap();
+        assert!(
+            matches!(&error, StoreError::Unusable { problem, .. } if problem.contains("older than its journal")),
+            "{error}"
+        );
+        // Today's file with the journal as it was: not applied (the file has it all).
+        let newer = dir.path().join("newer.redb");
+        std::fs::copy(&path, &newer).unwrap();
+        std::fs::copy(&old_journal, path_of(&newer)).unwrap();
+        assert_eq!(ids(&RedbStore::open(&newer).unwrap()), vec![1, 2]);
     }
 
     #[test]

@@ -10,17 +10,22 @@
 //! writes (docs/benchmarks.md: 0.11 ms for one page, 0.24 ms for twelve, here).
 //!
 //! The file: a header page (a magic string that names the format, the id of the store it
-//! belongs to, the epoch, a checksum), then records: the body's length (u32), the epoch (u64), the record's number
-//! in its epoch (u64, from 1), a checksum (the first 8 bytes of the SHA-256 of epoch,
-//! number and body), the body. Reading stops at the first record that is not whole, of
-//! another epoch, out of sequence or whose checksum is wrong: the torn write of a commit
-//! that never returned, or what an earlier epoch left behind. The file is written with
-//! zeros to its full size when it is made, so that an append overwrites blocks the file
-//! already has: its `fdatasync` writes data only, never the file's size or its blocks.
+//! belongs to, the epoch, a random salt of the epoch, the position in the store the epoch
+//! starts from, a checksum), then records: the body's length (u32), the epoch (u64), the
+//! record's number in its epoch (u64, from 1), a checksum (the first 8 bytes of the
+//! SHA-256 of store id, salt, epoch, number and body), the body. Reading stops at the
+//! first record that is not whole, of another epoch, out of sequence or whose checksum is
+//! wrong: the torn write of a commit that never returned, a record taken back, or what an
+//! earlier epoch left behind (its salt differs, even where an epoch number came again).
+//! The file is written with zeros to its full size when it is made, so that an append
+//! overwrites blocks the file already has: its `fdatasync` writes data only, never the
+//! file's size or its blocks.
 //!
 //! The redb `meta` table holds, in the same transaction as each batch, the epoch and the
 //! number of the record it applied: where the last durable commit stands is where a
-//! restart resumes. It also holds the store's journal id: a journal of another store (a
+//! restart resumes, which must be the position the journal's epoch starts from or a
+//! position inside that epoch (a store file older than its journal is refused, one
+//! newer ignores it). It also holds the store's journal id: a journal of another store (a
 //! store file replaced, or made anew beside an old journal) is never applied to it.
 
 use std::fs::{File, OpenOptions};
@@ -30,10 +35,11 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-/// The header's magic string: the journal format, version 1.
-const MAGIC: &[u8; 8] = b"ORCHJNL1";
-/// What the header holds: magic, store id, epoch, checksum.
-const HEADER_USED: usize = 32;
+/// The header's magic string: the journal format, version 2.
+const MAGIC: &[u8; 8] = b"ORCHJNL2";
+/// What the header holds: magic, store id, epoch, salt, base epoch, base record,
+/// checksum.
+const HEADER_USED: usize = 56;
 /// The header's size: the records start after it.
 const HEADER: u64 = 4096;
 /// A record's length, epoch, number and checksum.
@@ -45,13 +51,28 @@ const CHECKPOINT_BYTES: u64 = CAPACITY / 2;
 /// ... or once there are this many (each keeps its pages in redb's memory until then).
 const CHECKPOINT_RECORDS: u64 = 1024;
 
+/// A position in the store: a journal epoch and the number of a record in it (0: none of
+/// its records). Positions compare in that order.
+pub(super) type Position = (u64, u64);
+
+/// What an epoch is: whose, which, its salt, and the store's position it starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct Epoch {
+    /// The id of the store it belongs to.
+    pub store: u64,
+    /// Its number.
+    pub number: u64,
+    /// Random, so that records of an epoch numbered again never pass for its own.
+    pub salt: u64,
+    /// The position the store had applied when the epoch started.
+    pub base: Position,
+}
+
 /// The journal of a store file, open for appending.
 pub(super) struct Journal {
     file: File,
     path: PathBuf,
-    /// The id of the store it belongs to.
-    store: u64,
-    epoch: u64,
+    epoch: Epoch,
     /// The number of the last record appended in this epoch (0: none yet).
     last: u64,
     /// Where the next record goes.
@@ -60,12 +81,14 @@ pub(super) struct Journal {
 
 /// What a journal held when it was opened.
 pub(super) struct Found {
-    /// The id of the store it belongs to (0 when it had no readable header).
-    pub store: u64,
-    /// Its epoch (0 when it had no readable header: a new file).
-    pub epoch: u64,
+    /// Its epoch (all zero when it had no readable header).
+    pub epoch: Epoch,
     /// Its records, in order: number and body.
     pub records: Vec<(u64, Vec<u8>)>,
+    /// Where the records end.
+    end: u64,
+    /// The file was made just now (none was there).
+    pub created: bool,
     /// Its header could not be read although the file was not new (damaged): records
     /// not yet checkpointed may be lost.
     pub damaged_header: bool,
@@ -90,37 +113,46 @@ impl Journal {
             .mode(0o600)
             .open(path)?;
         let size = file.metadata()?.len();
-        let new = size == 0;
+        let created = size == 0;
         if size < CAPACITY {
             fill_with_zeros(&file, size)?;
             if let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
                 File::open(dir)?.sync_all()?;
             }
         }
-        let found = read(&file, new)?;
+        let found = read(&file, created)?;
         let journal = Journal {
             file,
             path: path.to_path_buf(),
-            store: found.store,
             epoch: found.epoch,
             last: found.records.last().map_or(0, |(n, _)| *n),
-            end: HEADER,
+            end: found.end,
         };
         Ok((journal, found))
     }
 
-    /// Starts epoch `epoch` (above every epoch the store has seen) of the journal of store
-    /// `store`: an empty journal, durable before this returns.
-    pub fn start_epoch(&mut self, store: u64, epoch: u64) -> io::Result<()> {
-        let mut header = vec![0u8; HEADER as usize];
-        header[..8].copy_from_slice(MAGIC);
-        header[8..16].copy_from_slice(&store.to_le_bytes());
-        header[16..24].copy_from_slice(&epoch.to_le_bytes());
-        let sum = checksum(&[&header[..24]]);
-        header[24..HEADER_USED].copy_from_slice(&sum);
-        self.file.write_all_at(&header, 0)?;
+    /// Starts epoch `number` (above every epoch the store has seen) of the journal of
+    /// store `store`, which has applied everything up to `base`: an empty journal (the
+    /// header and a blank first record written together), durable before this returns.
+    pub fn start_epoch(&mut self, store: u64, number: u64, base: Position) -> io::Result<()> {
+        let epoch = Epoch {
+            store,
+            number,
+            salt: fastrand::u64(..),
+            base,
+        };
+        let mut page = vec![0u8; (HEADER + RECORD_HEAD) as usize];
+        page[..8].copy_from_slice(MAGIC);
+        for (i, value) in [store, number, epoch.salt, base.0, base.1]
+            .into_iter()
+            .enumerate()
+        {
+            page[8 + i * 8..16 + i * 8].copy_from_slice(&value.to_le_bytes());
+        }
+        let sum = checksum(&[&page[..48]]);
+        page[48..HEADER_USED].copy_from_slice(&sum);
+        self.file.write_all_at(&page, 0)?;
         self.file.sync_data()?;
-        self.store = store;
         self.epoch = epoch;
         self.last = 0;
         self.end = HEADER;
@@ -128,13 +160,8 @@ impl Journal {
     }
 
     /// The current epoch.
-    pub fn epoch(&self) -> u64 {
+    pub fn epoch(&self) -> Epoch {
         self.epoch
-    }
-
-    /// The id of the store it belongs to.
-    pub fn store(&self) -> u64 {
-        self.store
     }
 
     /// Whether a record of `len` bytes fits in what is left of the file.
@@ -159,19 +186,27 @@ impl Journal {
         let len = u32::try_from(body.len()).map_err(|_| io::Error::other("record too large"))?;
         let mut record = Vec::with_capacity(RECORD_HEAD as usize + body.len());
         record.extend_from_slice(&len.to_le_bytes());
-        record.extend_from_slice(&self.epoch.to_le_bytes());
+        record.extend_from_slice(&self.epoch.number.to_le_bytes());
         record.extend_from_slice(&number.to_le_bytes());
-        record.extend_from_slice(&checksum(&[
-            &self.epoch.to_le_bytes(),
-            &number.to_le_bytes(),
-            body,
-        ]));
+        record.extend_from_slice(&record_sum(&self.epoch, number, body));
         record.extend_from_slice(body);
         self.file.write_all_at(&record, self.end)?;
         self.file.sync_data()?;
         self.end += record.len() as u64;
         self.last = number;
         Ok(number)
+    }
+
+    /// Takes back the last record appended (its head blanked, durably): for a batch the
+    /// store could not apply after its record was written.
+    pub fn retract_last(&mut self, len: usize) -> io::Result<()> {
+        let start = self.end - RECORD_HEAD - len as u64;
+        self.file
+            .write_all_at(&[0u8; RECORD_HEAD as usize], start)?;
+        self.file.sync_data()?;
+        self.end = start;
+        self.last -= 1;
+        Ok(())
     }
 
     /// Whether a checkpoint is due (the records fill half the file, or are many).
@@ -202,6 +237,17 @@ fn checksum(parts: &[&[u8]]) -> [u8; 8] {
     out
 }
 
+/// The checksum of record `number` of `epoch` with `body`.
+fn record_sum(epoch: &Epoch, number: u64, body: &[u8]) -> [u8; 8] {
+    checksum(&[
+        &epoch.store.to_le_bytes(),
+        &epoch.salt.to_le_bytes(),
+        &epoch.number.to_le_bytes(),
+        &number.to_le_bytes(),
+        body,
+    ])
+}
+
 /// Writes zeros from `from` to [`CAPACITY`], then syncs the file (its size and blocks).
 fn fill_with_zeros(file: &File, from: u64) -> io::Result<()> {
     let zeros = vec![0u8; 1 << 20];
@@ -215,22 +261,29 @@ fn fill_with_zeros(file: &File, from: u64) -> io::Result<()> {
 }
 
 /// The header's epoch and the records of that epoch, up to the first that is not whole
-/// and sound. `new`: the file was just made (no header is expected).
-fn read(file: &File, new: bool) -> io::Result<Found> {
+/// and sound. `created`: the file was just made (no header is expected).
+fn read(file: &File, created: bool) -> io::Result<Found> {
     let mut header = [0u8; HEADER_USED];
     file.read_exact_at(&mut header, 0)?;
-    let sound = &header[..8] == MAGIC && header[24..] == checksum(&[&header[..24]]);
+    let sound = &header[..8] == MAGIC && header[48..] == checksum(&[&header[..48]]);
     if !sound {
         let blank = header.iter().all(|b| *b == 0);
         return Ok(Found {
-            store: 0,
-            epoch: 0,
+            epoch: Epoch::default(),
             records: Vec::new(),
-            damaged_header: !new && !blank,
+            end: HEADER,
+            created,
+            damaged_header: !created && !blank,
         });
     }
-    let store = u64::from_le_bytes(header[8..16].try_into().expect("8 bytes"));
-    let epoch = u64::from_le_bytes(header[16..24].try_into().expect("8 bytes"));
+    let field =
+        |i: usize| u64::from_le_bytes(header[8 + i * 8..16 + i * 8].try_into().expect("8 bytes"));
+    let epoch = Epoch {
+        store: field(0),
+        number: field(1),
+        salt: field(2),
+        base: (field(3), field(4)),
+    };
     let mut records = Vec::new();
     let mut at = HEADER;
     while at + RECORD_HEAD <= CAPACITY {
@@ -240,7 +293,7 @@ fn read(file: &File, new: bool) -> io::Result<Found> {
         let record_epoch = u64::from_le_bytes(head[4..12].try_into().expect("8 bytes"));
         let number = u64::from_le_bytes(head[12..20].try_into().expect("8 bytes"));
         let expected = records.len() as u64 + 1;
-        if len == 0 || record_epoch != epoch || number != expected {
+        if len == 0 || record_epoch != epoch.number || number != expected {
             break;
         }
         if at + RECORD_HEAD + len > CAPACITY {
@@ -248,17 +301,17 @@ fn read(file: &File, new: bool) -> io::Result<Found> {
         }
         let mut body = vec![0u8; len as usize];
         file.read_exact_at(&mut body, at + RECORD_HEAD)?;
-        let sum = checksum(&[&head[4..12], &head[12..20], &body]);
-        if head[20..28] != sum {
+        if head[20..28] != record_sum(&epoch, number, &body) {
             break;
         }
         records.push((number, body));
         at += RECORD_HEAD + len;
     }
     Ok(Found {
-        store,
         epoch,
         records,
+        end: at,
+        created,
         damaged_header: false,
     })
 }
@@ -276,22 +329,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.redb.journal");
         let (mut journal, found) = opened(&path);
-        assert_eq!(
-            (found.epoch, found.records.len(), found.damaged_header),
-            (0, 0, false)
-        );
+        assert_eq!(found.epoch, Epoch::default());
+        assert!(found.created && found.records.is_empty() && !found.damaged_header);
         assert_eq!(std::fs::metadata(&path).unwrap().len(), CAPACITY);
-        journal.start_epoch(9, 3).unwrap();
+        journal.start_epoch(9, 3, (2, 7)).unwrap();
         assert_eq!(journal.append(b"one").unwrap(), 1);
         assert_eq!(journal.append(b"two").unwrap(), 2);
         drop(journal);
         let (journal, found) = opened(&path);
-        assert_eq!((found.store, found.epoch), (9, 3));
+        let epoch = found.epoch;
+        assert_eq!((epoch.store, epoch.number, epoch.base), (9, 3, (2, 7)));
+        assert!(!found.created);
         assert_eq!(
             found.records,
             vec![(1, b"one".to_vec()), (2, b"two".to_vec())]
         );
-        assert_eq!(journal.epoch(), 3);
+        assert_eq!(journal.epoch(), epoch);
     }
 
     #[test]
@@ -299,12 +352,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.redb.journal");
         let (mut journal, _) = opened(&path);
-        journal.start_epoch(9, 1).unwrap();
+        journal.start_epoch(9, 1, (0, 0)).unwrap();
         for body in [b"aaaa", b"bbbb", b"cccc"] {
             journal.append(body).unwrap();
         }
         // A new epoch over the old records: they are not read (another epoch).
-        journal.start_epoch(9, 2).unwrap();
+        journal.start_epoch(9, 2, (1, 3)).unwrap();
         journal.append(b"dddd").unwrap();
         drop(journal);
         let (_, found) = opened(&path);
@@ -324,14 +377,48 @@ mod tests {
         file.write_all_at(b"X", 0).unwrap();
         drop(file);
         let (_, found) = opened(&path);
-        assert_eq!((found.epoch, found.damaged_header), (0, true));
+        assert_eq!(
+            (found.epoch, found.damaged_header),
+            (Epoch::default(), true)
+        );
+    }
+
+    #[test]
+    fn records_of_an_epoch_numbered_again_or_taken_back_are_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j");
+        let (mut journal, _) = opened(&path);
+        journal.start_epoch(9, 5, (4, 2)).unwrap();
+        for body in [b"aaaa", b"bbbb"] {
+            journal.append(body).unwrap();
+        }
+        // Epoch 5 again (as after a damaged header): the old records have another salt.
+        journal.start_epoch(9, 5, (4, 2)).unwrap();
+        drop(journal);
+        let (mut journal, found) = opened(&path);
+        assert!(found.records.is_empty(), "{:?}", found.records);
+        // A record taken back is not read; the next one takes its place.
+        journal.append(b"cccc").unwrap();
+        journal.append(b"dddd").unwrap();
+        journal.retract_last(4).unwrap();
+        assert_eq!(journal.last(), 1);
+        drop(journal);
+        let (mut journal, found) = opened(&path);
+        assert_eq!(found.records, vec![(1, b"cccc".to_vec())]);
+        journal.append(b"eeee").unwrap();
+        drop(journal);
+        let (_, found) = opened(&path);
+        assert_eq!(
+            found.records,
+            vec![(1, b"cccc".to_vec()), (2, b"eeee".to_vec())]
+        );
     }
 
     #[test]
     fn a_checkpoint_is_due_once_the_records_are_many_or_large() {
         let dir = tempfile::tempdir().unwrap();
         let (mut journal, _) = opened(&dir.path().join("j"));
-        journal.start_epoch(9, 1).unwrap();
+        journal.start_epoch(9, 1, (0, 0)).unwrap();
         assert!(!journal.due());
         let big = vec![7u8; CHECKPOINT_BYTES as usize];
         assert!(journal.fits(big.len()));

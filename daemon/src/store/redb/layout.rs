@@ -15,9 +15,11 @@
 //! - Layout 6: tasks may take input (a spec's `stdin`), which a daemon of an earlier
 //!   layout cannot read: nothing to migrate, the version makes it refuse the file.
 //! - Layout 7: the event log may hold `env` events (a test environment's changes), which
-//!   a daemon of an earlier layout cannot read, and the commits since the last checkpoint
-//!   may be only in the journal beside the file (`<file>.journal`, see `journal`), which
-//!   it would not apply: nothing to migrate, the version makes it refuse the file.
+//!   a daemon of an earlier layout cannot read: nothing to migrate, the version makes it
+//!   refuse the file.
+//! - Layout 8: the commits since the last checkpoint may be only in the journal beside
+//!   the file (`<file>.journal`, see `journal`), which a daemon of an earlier layout
+//!   would not apply: nothing to migrate, the version makes it refuse the file.
 //!
 //! A migration runs in one write transaction: a crash during it leaves the file at its
 //! old layout, migrated again at the next open. A file of a newer layout is refused (this
@@ -30,7 +32,7 @@ use super::{BY_LABEL, META, TASKS, WORKFLOWS, backend, decode};
 use crate::store::StoreError;
 
 /// The layout this daemon writes.
-pub(super) const CURRENT: u64 = 7;
+pub(super) const CURRENT: u64 = 8;
 
 /// The `meta` key holding the layout version.
 const LAYOUT: &str = "layout";

@@ -92,6 +92,11 @@ impl RedbStore {
     /// check is refused with [`StoreError::Unusable`] and left as it is; redb's own panics
     /// on a damaged file are caught and reported the same way.
     pub fn open(path: &Path) -> Result<RedbStore, StoreError> {
+        Ok(Self::open_replaying(path)?.0)
+    }
+
+    /// [`RedbStore::open`], with how many commits of its journal were applied again.
+    pub fn open_replaying(path: &Path) -> Result<(RedbStore, usize), StoreError> {
         let db = match std::fs::metadata(path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 create_new(path)?;
@@ -123,7 +128,7 @@ impl RedbStore {
                 journal_path.display()
             ))
         })?;
-        let (durable, replayed) = Durable::recover(&db, journal, found)?;
+        let (durable, replayed) = Durable::recover(&db, &quick_repair, journal, found)?;
         if replayed > 0 {
             tracing::info!(
                 store = %path.display(),
@@ -131,11 +136,12 @@ impl RedbStore {
                 "applied again the commits the journal held after the last checkpoint"
             );
         }
-        Ok(RedbStore {
+        let store = RedbStore {
             db,
             quick_repair,
             durable,
-        })
+        };
+        Ok((store, replayed))
     }
 }
 

@@ -360,7 +360,7 @@ mod tests {
     use orch_protocol::{Actor, AuditFilter, TaskState};
 
     use super::super::RedbStore;
-    use super::super::journal::path_of;
+    use super::super::journal::{Journal, path_of};
     use crate::audit::AuditRecord;
     use crate::store::StoreError;
     use crate::store::conformance::task;
@@ -526,16 +526,19 @@ mod tests {
     }
 
     #[test]
-    fn a_batch_larger_than_the_journal_is_committed_with_a_sync() {
+    fn a_batch_larger_than_a_journal_record_is_committed_with_a_sync() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.redb");
         let store = RedbStore::open(&path).unwrap();
         store.commit(&submission(1)).unwrap();
         let mut big = submission(2);
         big.tasks[0].task.spec.params =
-            serde_json::json!({ "blob": "x".repeat(super::super::journal::CAPACITY as usize) });
+            serde_json::json!({ "blob": "x".repeat(Journal::largest_record()) });
         store.commit(&big).unwrap();
-        assert!(!store.unsettled(), "synced by redb, after a checkpoint");
+        assert!(
+            !store.unsettled(),
+            "synced by redb, the journal started over"
+        );
         store.commit(&submission(3)).unwrap();
         let crashed = dir.path().join("crashed.redb");
         crash_copy(&path, &crashed);

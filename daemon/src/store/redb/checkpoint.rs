@@ -161,7 +161,11 @@ impl Durable {
         if let Err(e) = state.journal.append(&body) {
             // A failed sync may yet have written it: blank it, or the store is in doubt.
             let error = journal_error(&state.journal, &e);
-            state.take_back(body.len(), &error);
+            if let Err(blank) = state.journal.blank_failed_append() {
+                state.poison(StoreError::Backend(format!(
+                    "a journal record that failed ({error}) could not be blanked ({blank}): the next open may apply it"
+                )));
+            }
             return Err(error);
         }
         let position = (state.journal.epoch().number, state.journal.last());
@@ -252,8 +256,8 @@ impl State {
             .map_err(|e| journal_error(&self.journal, &e))
     }
 
-    /// Takes back the last record (of `len` bytes), whose batch failed; when that fails
-    /// too, the store is in doubt: poisoned.
+    /// Takes back the last record appended (of `len` bytes), whose batch redb failed to
+    /// apply; when that fails too, the store is in doubt: poisoned.
     fn take_back(&mut self, len: usize, why: &StoreError) {
         if let Err(e) = self.journal.retract_last(len) {
             self.poison(StoreError::Backend(format!(

@@ -201,6 +201,14 @@ impl Journal {
         Ok(number)
     }
 
+    /// Blanks, durably, whatever a failed [`Journal::append`] may have left where the next
+    /// record goes (a write whose sync failed may yet be on the disk).
+    pub fn blank_failed_append(&mut self) -> io::Result<()> {
+        self.file
+            .write_all_at(&[0u8; RECORD_HEAD as usize], self.end)?;
+        self.file.sync_data()
+    }
+
     /// Takes back the last record appended (its head blanked, durably): for a batch the
     /// store could not apply after its record was written.
     pub fn retract_last(&mut self, len: usize) -> io::Result<()> {
@@ -410,6 +418,8 @@ mod tests {
         let (mut journal, found) = opened(&path);
         assert_eq!(found.records, vec![(1, b"cccc".to_vec())]);
         journal.append(b"eeee").unwrap();
+        // What a failed append left after them is blanked; the records stay.
+        journal.blank_failed_append().unwrap();
         drop(journal);
         let (_, found) = opened(&path);
         assert_eq!(

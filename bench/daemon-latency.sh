@@ -28,8 +28,6 @@ trap cleanup EXIT
 
 cat >"$WORK/client.py" <<'PY'
 import json, os, socket, struct, sys, time
-s = socket.socket(socket.AF_UNIX)
-s.connect(os.environ["PROVISIONING_ORCHESTRATOR_SOCKET"])
 def send(o):
     b = json.dumps(o).encode(); s.sendall(struct.pack(">I", len(b)) + b)
 def recv():
@@ -43,7 +41,17 @@ def recv():
     (n,) = struct.unpack(">I", exact(4)); r = json.loads(exact(n))
     if r.get("response") == "error": raise SystemExit(json.dumps(r))
     return r
-send({"protocol": 4, "client": "bench/daemon-latency.sh"}); recv()
+# This protocol, or an earlier build's (for side-by-side runs).
+for protocol in (5, 4):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(os.environ["PROVISIONING_ORCHESTRATOR_SOCKET"])
+    send({"protocol": protocol, "client": "bench/daemon-latency.sh"})
+    (n,) = struct.unpack(">I", s.recv(4, socket.MSG_WAITALL))
+    if "error" not in json.loads(s.recv(n, socket.MSG_WAITALL)):
+        break
+    s.close()
+else:
+    raise SystemExit("the daemon speaks neither protocol 5 nor 4")
 K, work, root = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 task = {"kind": {"type": "command", "program": "true", "args": []}, "priority": 0, "retries": 0,
         "backoff": {"initial_ms": 1000, "max_ms": 60000}, "cwd": work}

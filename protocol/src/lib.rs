@@ -77,7 +77,7 @@ pub use workflow::*;
 
 /// Version of the wire protocol. Bumped on any incompatible change; both sides refuse a
 /// peer with another version.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// The most a [`Request::SendInput`] writes to a task's standard input at once, in bytes.
 pub const MAX_INPUT_BYTES: usize = 64 * 1024;

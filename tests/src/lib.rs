@@ -123,13 +123,21 @@ impl Daemon {
     /// Spawns the daemon binary with this test's socket and data dir plus `args`, without
     /// waiting (for tests of start-up failures).
     pub fn spawn(&self, args: &[String]) -> Child {
+        self.command(args).spawn().expect("the daemon starts")
+    }
+
+    /// The command [`Daemon::spawn`] runs, for a test that changes how the process starts
+    /// (its limits, say); the process it spawns is not this handle's to stop, but it is
+    /// killed with the rest when the handle is dropped.
+    pub fn command(&self, args: &[String]) -> Command {
         let stderr = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.dir.path().join("daemon.stderr"))
             .expect("a stderr file");
         // Started in the test's directory, which is so its default workspace.
-        Command::new(binary("provisioning-orchestrator"))
+        let mut command = Command::new(binary("provisioning-orchestrator"));
+        command
             .current_dir(self.dir.path())
             .arg("--data-dir")
             .arg(self.data_dir())
@@ -140,9 +148,8 @@ impl Daemon {
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .expect("the daemon starts")
+            .stderr(stderr);
+        command
     }
 
     fn wait_until_ready(&mut self) {

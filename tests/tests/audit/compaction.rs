@@ -1,7 +1,8 @@
 //! `orch audit compact`: the oldest entries go to a sealed segment file and a checkpoint
 //! entry; the whole log still verifies; tampering with a segment (found online and by the
 //! offline check of an exported copy), with what remains live, with a checkpoint or with
-//! the list of segments is detected.
+//! the list of segments is detected; compactions made while entries are being recorded,
+//! and a kill -9 amid them, lose and repeat no entry.
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
@@ -224,4 +225,84 @@ fn a_compacted_log_verifies_and_tampering_with_segments_or_what_remains_is_detec
     assert_eq!(json(&listed[&1])["checkpoint"], 7);
     daemon.restart();
     assert_eq!(verify(&daemon, &daemon.nu(), port)["intact"], true);
+}
+
+/// Compacts up to the newest entry, again and again while `recording` runs and until
+/// `enough` says so; returns how many compactions archived something.
+fn compact_while(
+    nu: &Nu,
+    recording: &mut std::process::Child,
+    enough: impl Fn(u64) -> bool,
+) -> u64 {
+    let mut compactions = 0;
+    while recording.try_wait().expect("its status").is_none() && !enough(compactions) {
+        let segment = nu.json("orch audit compact --before (orch audit --limit 1 | get 0.seq)");
+        compactions += u64::from(!segment.is_null());
+    }
+    compactions
+}
+
+/// Checks that the whole log verifies with every entry in it once (the live and the
+/// archived ones number the newest entry's seq); returns how many refused cancels it holds.
+fn whole_log_cancels(daemon: &Daemon, nu: &Nu) -> u64 {
+    let report = nu.json("orch audit verify");
+    assert_eq!(report["intact"], true, "{report}");
+    let newest = nu.json("orch audit --limit 1 | get 0.seq");
+    assert_eq!(
+        report["entries"].as_u64().unwrap() + report["archived"].as_u64().unwrap(),
+        newest.as_u64().unwrap(),
+        "{report}"
+    );
+    let segments = daemon.data_dir().join("audit");
+    nu.json(&format!(
+        "(ls '{}' | where name ends-with .jsonl | get name | each {{ open --raw $in | lines | each {{ from json }} }} | flatten | append (orch audit --limit 100000) | where action == cancel | length)",
+        segments.display()
+    ))
+    .as_u64()
+    .expect("a count")
+}
+
+#[test]
+fn compactions_while_entries_are_recorded_lose_and_repeat_none() {
+    let mut daemon = Daemon::start(&[]);
+    let nu = daemon.nu();
+    refused_cancels(&nu, 5);
+    // Another nu records 400 more while this one compacts up to the newest entry it sees.
+    let mut recorder =
+        nu.spawn("1..400 | each { try { orch cancel 999 } catch { null } } | ignore");
+    let compactions = compact_while(&nu, &mut recorder, |_| false);
+    assert!(recorder.wait().unwrap().success(), "the recorder failed");
+    assert!(
+        compactions >= 2,
+        "only {compactions} compaction(s) overlapped the recording"
+    );
+    assert_eq!(
+        whole_log_cancels(&daemon, &nu),
+        405,
+        "each refused cancel is recorded once"
+    );
+
+    // Killed while both go on, the last commits are in the journal only, between
+    // compactions the store file holds: folded in (by the checkpoint tool, as an open
+    // would), the chain is whole.
+    let mut recorder =
+        nu.spawn("1..100000 | each { try { orch cancel 999 } catch { null } } | ignore");
+    compact_while(&nu, &mut recorder, |done| done >= 3);
+    daemon.kill9();
+    let _ = recorder.kill();
+    let _ = recorder.wait();
+    let out = Command::new(binary("provisioning-orchestrator"))
+        .arg("checkpoint")
+        .arg(daemon.data_dir())
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert!(
+        report["applied"].as_u64() >= Some(1),
+        "the kill left nothing in the journal: {report}"
+    );
+    daemon.restart();
+    let nu = daemon.nu();
+    assert!(whole_log_cancels(&daemon, &nu) > 405);
 }

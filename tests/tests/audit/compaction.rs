@@ -7,6 +7,7 @@
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
 
 use orch_e2e::{Daemon, Nu, binary};
 use serde_json::{Value, json};
@@ -288,6 +289,16 @@ fn compactions_while_entries_are_recorded_lose_and_repeat_none() {
     let mut recorder =
         nu.spawn("1..100000 | each { try { orch cancel 999 } catch { null } } | ignore");
     compact_while(&nu, &mut recorder, |done| done >= 3);
+    // Some more entries after the last compaction, so that the journal holds some.
+    let newest = || {
+        nu.json("orch audit --limit 1 | get 0.seq")
+            .as_u64()
+            .unwrap()
+    };
+    let compacted = newest();
+    orch_e2e::eventually(Duration::from_secs(20), "more entries", || {
+        (newest() >= compacted + 10).then_some(())
+    });
     daemon.kill9();
     let _ = recorder.kill();
     let _ = recorder.wait();

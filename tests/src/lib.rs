@@ -227,6 +227,21 @@ pub fn pids_matching(pattern: &str) -> Vec<i32> {
         .collect()
 }
 
+/// Runs `provisioning-orchestrator checkpoint DIR` (folds a stopped daemon's journal into
+/// its store file): its report as JSON, or what it wrote to stderr when it refused.
+pub fn checkpoint_tool(dir: &Path) -> Result<serde_json::Value, String> {
+    let out = Command::new(binary("provisioning-orchestrator"))
+        .arg("checkpoint")
+        .arg(dir)
+        .output()
+        .expect("the checkpoint tool runs");
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    let report = String::from_utf8_lossy(&out.stdout);
+    Ok(serde_json::from_str(&report).unwrap_or_else(|e| panic!("not JSON ({e}): {report}")))
+}
+
 /// The pids of the supervisor processes serving the data directory `data_dir`.
 pub fn supervisor_pids(data_dir: &Path) -> Vec<i32> {
     pids_matching(&format!("supervise {}$", data_dir.display()))

@@ -4,11 +4,8 @@
 //! daemon holds the store and refuses a directory without one; a clean stop leaves
 //! nothing in the journal.
 
-use std::process::Command;
-
-use orch_e2e::{Daemon, binary};
+use orch_e2e::{Daemon, checkpoint_tool};
 use redb::{ReadableDatabase, ReadableTableMetadata, TableDefinition};
-use serde_json::Value;
 
 const TASKS: TableDefinition<u64, &[u8]> = TableDefinition::new("tasks");
 
@@ -17,21 +14,6 @@ fn tasks_in_file(daemon: &Daemon) -> u64 {
     let db = redb::Database::open(daemon.data_dir().join("orchestrator.redb")).unwrap();
     let txn = db.begin_read().unwrap();
     txn.open_table(TASKS).unwrap().len().unwrap()
-}
-
-/// Runs the checkpoint tool on `dir`: its exit status, its report (or error).
-fn checkpoint(dir: &std::path::Path) -> (bool, String) {
-    let out = Command::new(binary("provisioning-orchestrator"))
-        .arg("checkpoint")
-        .arg(dir)
-        .output()
-        .unwrap();
-    let text = if out.status.success() {
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    } else {
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    };
-    (out.status.success(), text)
 }
 
 #[test]
@@ -50,17 +32,15 @@ fn commits_a_kill_left_in_the_journal_come_back_and_the_checkpoint_tool_folds_th
             .then_some(())
     });
     // Refused while the daemon holds the store.
-    let (ok, error) = checkpoint(&daemon.data_dir());
-    assert!(!ok && error.contains("already open"), "{error}");
+    let error = checkpoint_tool(&daemon.data_dir()).expect_err("refused while the daemon runs");
+    assert!(error.contains("already open"), "{error}");
     daemon.kill9();
-    let (ok, report) = checkpoint(&daemon.data_dir());
-    assert!(ok, "{report}");
-    let report: Value = serde_json::from_str(&report).unwrap();
+    let report = checkpoint_tool(&daemon.data_dir()).unwrap_or_else(|e| panic!("{e}"));
     assert!(report["applied"].as_u64() >= Some(1), "{report}");
     assert_eq!(tasks_in_file(&daemon), 6, "the file alone holds every task");
     // Folded once: nothing is left to apply, and nothing is applied twice.
-    let (_, again) = checkpoint(&daemon.data_dir());
-    assert_eq!(serde_json::from_str::<Value>(&again).unwrap()["applied"], 0);
+    let again = checkpoint_tool(&daemon.data_dir()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(again["applied"], 0);
     daemon.restart();
     let nu = daemon.nu();
     assert_eq!(
@@ -87,20 +67,16 @@ fn a_kill_before_any_checkpoint_loses_no_task_and_a_clean_stop_leaves_the_journa
     nu.run("orch submit --wait true | ignore");
     daemon.terminate();
     // A clean stop checkpointed: the file alone has all 21, and the tool applies nothing.
-    let (ok, report) = checkpoint(&daemon.data_dir());
-    assert!(ok, "{report}");
-    assert_eq!(
-        serde_json::from_str::<Value>(&report).unwrap()["applied"],
-        0
-    );
+    let report = checkpoint_tool(&daemon.data_dir()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(report["applied"], 0);
     assert_eq!(tasks_in_file(&daemon), 21);
 }
 
 #[test]
 fn the_checkpoint_tool_refuses_a_directory_without_a_store() {
     let empty = tempfile::tempdir().unwrap();
-    let (ok, error) = checkpoint(empty.path());
-    assert!(!ok && error.contains("no store there"), "{error}");
+    let error = checkpoint_tool(empty.path()).expect_err("refused without a store");
+    assert!(error.contains("no store there"), "{error}");
     assert!(
         !empty.path().join("orchestrator.redb").exists(),
         "no store was made"

@@ -228,6 +228,9 @@ fn a_compacted_log_verifies_and_tampering_with_segments_or_what_remains_is_detec
     assert_eq!(verify(&daemon, &daemon.nu(), port)["intact"], true);
 }
 
+/// The seq of the newest entry, in nu.
+const NEWEST_SEQ: &str = "orch audit --limit 1 | get 0.seq";
+
 /// Compacts up to the newest entry, again and again while `recording` runs and until
 /// `enough` says so; returns how many compactions archived something.
 fn compact_while(
@@ -237,7 +240,7 @@ fn compact_while(
 ) -> u64 {
     let mut compactions = 0;
     while recording.try_wait().expect("its status").is_none() && !enough(compactions) {
-        let segment = nu.json("orch audit compact --before (orch audit --limit 1 | get 0.seq)");
+        let segment = nu.json(&format!("orch audit compact --before ({NEWEST_SEQ})"));
         compactions += u64::from(!segment.is_null());
     }
     compactions
@@ -248,7 +251,7 @@ fn compact_while(
 fn whole_log_cancels(daemon: &Daemon, nu: &Nu) -> u64 {
     let report = nu.json("orch audit verify");
     assert_eq!(report["intact"], true, "{report}");
-    let newest = nu.json("orch audit --limit 1 | get 0.seq");
+    let newest = nu.json(NEWEST_SEQ);
     assert_eq!(
         report["entries"].as_u64().unwrap() + report["archived"].as_u64().unwrap(),
         newest.as_u64().unwrap(),
@@ -290,11 +293,7 @@ fn compactions_while_entries_are_recorded_lose_and_repeat_none() {
         nu.spawn("1..100000 | each { try { orch cancel 999 } catch { null } } | ignore");
     compact_while(&nu, &mut recorder, |done| done >= 3);
     // Some more entries after the last compaction, so that the journal holds some.
-    let newest = || {
-        nu.json("orch audit --limit 1 | get 0.seq")
-            .as_u64()
-            .unwrap()
-    };
+    let newest = || nu.json(NEWEST_SEQ).as_u64().unwrap();
     let compacted = newest();
     orch_e2e::eventually(Duration::from_secs(20), "more entries", || {
         (newest() >= compacted + 10).then_some(())
@@ -302,13 +301,7 @@ fn compactions_while_entries_are_recorded_lose_and_repeat_none() {
     daemon.kill9();
     let _ = recorder.kill();
     let _ = recorder.wait();
-    let out = Command::new(binary("provisioning-orchestrator"))
-        .arg("checkpoint")
-        .arg(daemon.data_dir())
-        .output()
-        .unwrap();
-    let report: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let report = orch_e2e::checkpoint_tool(&daemon.data_dir()).unwrap_or_else(|e| panic!("{e}"));
     assert!(
         report["applied"].as_u64() >= Some(1),
         "the kill left nothing in the journal: {report}"

@@ -18,16 +18,9 @@ pub const SEGMENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("audit_se
 pub type Table<'t> = redb::Table<'t, u64, &'static [u8]>;
 
 fn database(daemon: &Daemon) -> Database {
-    let folded = std::process::Command::new(orch_e2e::binary("provisioning-orchestrator"))
-        .arg("checkpoint")
-        .arg(daemon.data_dir())
-        .output()
-        .expect("the checkpoint tool runs");
-    assert!(
-        folded.status.success(),
-        "the checkpoint tool: {}",
-        String::from_utf8_lossy(&folded.stderr)
-    );
+    if let Err(e) = orch_e2e::checkpoint_tool(&daemon.data_dir()) {
+        panic!("the checkpoint tool: {e}");
+    }
     Database::open(daemon.data_dir().join("orchestrator.redb")).expect("the daemon is stopped")
 }
 
